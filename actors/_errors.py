@@ -1,0 +1,57 @@
+"""Errors a caller of the runtime can get, one class per failure.
+
+Every one of them is a reply: the runtime never leaves an accepted call
+without one (invariant 4). `ToolError` is different: a handler raises it to
+return an error result with a clean message (``Permission denied``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from protocol import ActorKey
+
+
+class RuntimeCallError(Exception):
+    """Base of every failure the runtime reports for a call instead of a result."""
+
+
+class UnknownToolError(RuntimeCallError, LookupError):
+    """The tool name matches no enabled tool (or more than one)."""
+
+
+class ArgumentsError(RuntimeCallError, ValueError):
+    """The arguments do not fit the tool's input schema; the message names the field."""
+
+
+class CallTimeoutError(RuntimeCallError, TimeoutError):
+    """The handler overran the per-call deadline and was cancelled."""
+
+    def __init__(self, tool: str, key: ActorKey, timeout: float) -> None:
+        super().__init__(
+            f"tool {tool!r} for {key} overran its {timeout:g} s deadline and was cancelled; "
+            "the key keeps being served"
+        )
+
+
+class ActorCrashedError(RuntimeCallError):
+    """The actor owning the call's key died; the next call to that key gets a fresh actor."""
+
+    def __init__(self, key: ActorKey, cause: BaseException) -> None:
+        super().__init__(
+            f"the actor for {key} crashed ({type(cause).__name__}: {cause}); "
+            "its state was dropped and the next call starts a fresh actor"
+        )
+
+
+class RuntimeClosedError(RuntimeCallError):
+    """The runtime is shutting down (or has shut down) and takes no more calls."""
+
+
+class CapacityError(RuntimeCallError):
+    """Every live actor is busy and the live-actor cap allows no new one."""
+
+
+class ToolError(Exception):
+    """Raise from a handler to return an error result whose text is exactly the message."""

@@ -1,0 +1,579 @@
+"""The runtime: a router and one trio actor per key.
+
+How a call travels
+------------------
+`Runtime.call` parses the call (sans-IO, in the caller's task), resolves the
+tool, validates its arguments, and computes the actor key: the module plus the
+context projected on the module's scope. It then puts an envelope into that
+actor's bounded mailbox (a trio memory channel) and waits for the one reply.
+The actor is a task in the runtime's nursery that takes one envelope at a
+time, in the order they were accepted, runs the handler against the state it
+alone holds, and replies. Bad input is refused before anything is sent, so it
+never reaches an actor.
+
+Why no call is lost and no key has two actors
+---------------------------------------------
+Trio is cooperative: code between two checkpoints runs without interruption.
+The router relies on that in three places.
+
+* Finding an accepting actor and putting an envelope in its mailbox
+  (``send_nowait``) happen with no checkpoint in between, so an actor cannot
+  stop between the two.
+* An idle actor whose TTL fires looks at its mailbox once more and, finding it
+  empty, marks itself not accepting in the same step. From then on no caller
+  sends to it; a caller that finds it stopping waits for it to finish (its
+  ``on_stop`` hook included) before starting the key's next actor. An actor
+  leaves the routing table only once it has finished, so a key never has two
+  live actors, and the runtime checks this on every start
+  (``statistics().duplicate_actors`` must stay zero).
+* A caller blocked on a full mailbox is woken with ClosedResourceError if the
+  actor stops; its envelope was never accepted, so it simply routes again.
+
+Cancellation
+------------
+A caller cancelled while its call waits in the mailbox withdraws it: the actor
+skips it. A caller cancelled once its call has started does not stop it: the
+handler runs to completion against the state (so state is never left
+half-updated by a caller going away) and the reply is dropped. A handler that
+overruns the per-call deadline is cancelled by the actor itself and its caller
+gets CallTimeoutError; the key keeps being served.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections import OrderedDict
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, final
+
+import attrs
+import trio
+
+from protocol import (
+    DEFAULT_POLICY,
+    ActorKey,
+    CallResult,
+    ContextPolicy,
+    ToolContext,
+    actor_key,
+    parse_call,
+)
+
+from ._errors import (
+    ActorCrashedError,
+    CallTimeoutError,
+    CapacityError,
+    RuntimeCallError,
+    RuntimeClosedError,
+    ToolError,
+)
+from ._module import Tool, ToolModule, resolve, run_hook, to_call_result
+from ._registry import Registry
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+
+__all__ = ["ActorInfo", "Runtime", "RuntimeConfig", "RuntimeStatistics", "open_runtime"]
+
+logger = logging.getLogger("actors")
+
+
+def _positive(_instance: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
+    if value is not None and not value > 0:
+        msg = f"{attribute.name} must be positive, got {value!r}"
+        raise ValueError(msg)
+
+
+def _not_negative(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not value >= 0:
+        msg = f"{attribute.name} must be zero or more, got {value!r}"
+        raise ValueError(msg)
+
+
+@final
+@attrs.frozen
+class RuntimeConfig:
+    """How the runtime routes, bounds and stops actors."""
+
+    ttl: float = attrs.field(default=3600.0, validator=_positive)
+    """Seconds an actor may sit idle before it stops and its state is released."""
+    mailbox_size: int = attrs.field(default=64, validator=_positive)
+    """Calls an actor's mailbox holds before callers wait (backpressure)."""
+    max_actors: int | None = attrs.field(default=None, validator=_positive)
+    """Cap on live actors; at the cap the least recently used idle actor is evicted."""
+    call_timeout: float | None = attrs.field(default=60.0, validator=_positive)
+    """Deadline for one handler run, in seconds; ``None`` for none."""
+    shutdown_grace: float = attrs.field(default=10.0, validator=_not_negative)
+    """On shutdown, how long accepted calls may keep running before they are cancelled."""
+    stop_timeout: float = attrs.field(default=10.0, validator=_positive)
+    """How long one state's ``on_stop`` hook may take."""
+    policy: ContextPolicy = DEFAULT_POLICY
+    """How context fields are checked (lenient default session, or strict)."""
+
+
+@final
+@attrs.frozen
+class RuntimeStatistics:
+    """A snapshot of the runtime's counters."""
+
+    live_actors: int
+    """Actors running now (serving or stopping)."""
+    started: int
+    """Actors started so far."""
+    expired: int
+    """Actors stopped by their idle TTL."""
+    evicted: int
+    """Idle actors stopped to make room under ``max_actors``."""
+    crashed: int
+    """Actors that died unexpectedly (state factory, hook, or runtime fault)."""
+    calls: int
+    """Calls accepted into a mailbox."""
+    errors: int
+    """Accepted calls whose reply was an error (tool error, timeout, crash, shutdown)."""
+    timeouts: int
+    """Calls whose handler overran the deadline."""
+    duplicate_actors: int
+    """Times an actor started while another was live for its key. Always zero unless broken."""
+
+
+@final
+@attrs.frozen
+class ActorInfo:
+    """A snapshot of one live actor."""
+
+    key: ActorKey
+    """The key the actor owns."""
+    last_used: float
+    """trio.current_time() of the last call accepted for it."""
+    pending: int
+    """Calls accepted and not yet replied to (queued or running)."""
+    accepting: bool
+    """False once the actor is stopping."""
+
+
+@attrs.define(eq=False)
+class _Counters:
+    started: int = 0
+    expired: int = 0
+    evicted: int = 0
+    crashed: int = 0
+    calls: int = 0
+    errors: int = 0
+    timeouts: int = 0
+    duplicate_actors: int = 0
+
+
+_Outcome = CallResult | RuntimeCallError
+_NO_STATE = object()  # the state factory has not run (or raised)
+
+
+@attrs.define(eq=False)
+class _Envelope:
+    """One accepted call, and the slot its single reply goes into."""
+
+    tool: Tool
+    context: ToolContext
+    arguments: dict[str, Any]
+    done: trio.Event = attrs.field(factory=trio.Event)
+    outcome: _Outcome | None = None
+    abandoned: bool = False  # the caller was cancelled before the call started
+
+    def reply(self, outcome: _Outcome) -> None:
+        self.outcome = outcome
+        self.done.set()
+
+
+@attrs.define(eq=False)
+class _Actor:
+    """The task that owns one key's state, and the router's handle on it."""
+
+    key: ActorKey
+    module: ToolModule[Any]
+    ttl: float
+    send: trio.MemorySendChannel[_Envelope]
+    receive: trio.MemoryReceiveChannel[_Envelope]
+    last_used: float
+    pending: int = 0
+    accepting: bool = True
+    current: _Envelope | None = None
+    idle_scope: trio.CancelScope | None = None
+    cancel_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    finished: trio.Event = attrs.field(factory=trio.Event)
+
+    def stop_accepting(self) -> None:
+        """No more envelopes for this actor; wake it if it is idle so it stops now."""
+        self.accepting = False
+        if self.idle_scope is not None:
+            self.idle_scope.cancel()
+
+    def fail_pending(self, error: Callable[[], RuntimeCallError]) -> int:
+        """Reply `error()` to the running call and every queued one; return how many."""
+        failed = 0
+        if self.current is not None and not self.current.done.is_set():
+            self.current.reply(error())
+            failed += 1
+        self.current = None
+        self.send.close()  # callers blocked on a full mailbox retry elsewhere
+        while True:
+            try:
+                envelope = self.receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                return failed
+            if not envelope.abandoned:
+                envelope.reply(error())
+                failed += 1
+
+
+@final
+class Runtime:
+    """Routes tool calls to per-key actors. Create one with `open_runtime`."""
+
+    def __init__(self, nursery: trio.Nursery, registry: Registry, config: RuntimeConfig) -> None:
+        self._nursery = nursery
+        self._registry = registry
+        self._config = config
+        self._actors: OrderedDict[ActorKey, _Actor] = OrderedDict()  # least recently used first
+        self._live_keys: set[ActorKey] = set()  # maintained by the actor tasks themselves
+        self._counters = _Counters()
+        self._closing = False
+        self._timeout = math.inf if config.call_timeout is None else config.call_timeout
+
+    @property
+    def config(self) -> RuntimeConfig:
+        """The configuration the runtime was opened with."""
+        return self._config
+
+    @property
+    def registry(self) -> Registry:
+        """The enabled modules and tools."""
+        return self._registry
+
+    # ---- calling -------------------------------------------------------------
+
+    async def call(self, params: Mapping[str, Any]) -> CallResult:
+        """Run one tools/call-shaped call: ``{"name", "arguments", "_meta"}``.
+
+        Returns the tool's result (``is_error`` set for a tool error). Raises
+        ProtocolError (bad context or call shape), UnknownToolError or
+        ArgumentsError before anything is sent, and CallTimeoutError,
+        ActorCrashedError, RuntimeClosedError or CapacityError for a call the
+        runtime could not complete. See the module docstring for cancellation.
+        """
+        parsed = parse_call(params, self._config.policy)
+        if parsed.session_defaulted:
+            logger.warning(
+                "call to %s named no session; using %r (lenient context policy)",
+                parsed.name,
+                parsed.context.session_id,
+            )
+        tool = self._registry.resolve(parsed.name)
+        arguments = tool.signature.bind(parsed.arguments)
+        return await self._route(tool, parsed.context, arguments)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+    ) -> CallResult:
+        """`call` with the parts given separately."""
+        return await self.call({"name": name, "arguments": arguments, "_meta": meta})
+
+    async def _route(
+        self, tool: Tool, context: ToolContext, arguments: dict[str, Any]
+    ) -> CallResult:
+        module = tool.module
+        key = actor_key(module.name, module.scope, context)
+        envelope = _Envelope(tool, context, arguments)
+        while True:
+            actor = self._actors.get(key)
+            if actor is None or not actor.accepting:
+                actor = await self._acquire(key, module)
+            # Touch before delivering: _deliver may checkpoint after the send.
+            self._actors.move_to_end(key)
+            actor.last_used = trio.current_time()
+            if await self._deliver(actor, envelope):
+                break
+        self._counters.calls += 1
+        return await self._await_reply(envelope)
+
+    async def _deliver(self, actor: _Actor, envelope: _Envelope) -> bool:
+        """Put `envelope` in `actor`'s mailbox; False if the actor stopped while we waited."""
+        actor.pending += 1
+        try:
+            actor.send.send_nowait(envelope)
+            return True
+        except trio.WouldBlock:
+            pass
+        try:
+            await actor.send.send(envelope)  # backpressure: wait for room
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            actor.pending -= 1
+            return False
+        except BaseException:
+            # Cancelled while waiting for room: trio's send is atomic with
+            # respect to cancellation, so the call was never accepted.
+            actor.pending -= 1
+            raise
+        return True
+
+    @staticmethod
+    async def _await_reply(envelope: _Envelope) -> CallResult:
+        try:
+            await envelope.done.wait()
+        finally:
+            if not envelope.done.is_set():
+                envelope.abandoned = True  # cancelled: withdraw it if it has not started
+        outcome = envelope.outcome
+        if isinstance(outcome, RuntimeCallError):
+            raise outcome
+        assert outcome is not None  # done is set only by reply()
+        return outcome
+
+    # ---- actor lifecycle (router side) -------------------------------------
+
+    async def _acquire(self, key: ActorKey, module: ToolModule[Any]) -> _Actor:
+        """The accepting actor for `key`, started if need be."""
+        while True:
+            if self._closing:
+                msg = "the runtime is shutting down and takes no new calls"
+                raise RuntimeClosedError(msg)
+            actor = self._actors.get(key)
+            if actor is not None:
+                if actor.accepting:
+                    return actor
+                # The key's actor is stopping; starting another now would give the
+                # key two live actors (the old one may still be in on_stop).
+                await actor.finished.wait()
+            elif (
+                self._config.max_actors is not None and len(self._actors) >= self._config.max_actors
+            ):
+                await self._make_room(self._config.max_actors)
+            else:
+                return self._start(key, module)
+
+    async def _make_room(self, cap: int) -> None:
+        """Evict the least recently used idle actor and wait for it to finish."""
+        stopping: _Actor | None = None
+        for actor in self._actors.values():
+            if actor.accepting and actor.pending == 0:
+                self._counters.evicted += 1
+                logger.debug("evicting %s to stay within max_actors=%d", actor.key, cap)
+                actor.stop_accepting()
+                await actor.finished.wait()
+                return
+            if not actor.accepting and stopping is None:
+                stopping = actor
+        if stopping is None:
+            msg = f"all {cap} live actors are busy; raise max_actors or retry later"
+            raise CapacityError(msg)
+        await stopping.finished.wait()  # a slot frees up when it finishes
+
+    def _start(self, key: ActorKey, module: ToolModule[Any]) -> _Actor:
+        send, receive = trio.open_memory_channel[_Envelope](self._config.mailbox_size)
+        actor = _Actor(
+            key=key,
+            module=module,
+            ttl=self._config.ttl if module.ttl is None else module.ttl,
+            send=send,
+            receive=receive,
+            last_used=trio.current_time(),
+        )
+        self._actors[key] = actor
+        self._counters.started += 1
+        self._nursery.start_soon(self._run_actor, actor, name=f"actor {key}")
+        return actor
+
+    # ---- actor lifecycle (actor side) ---------------------------------------
+
+    async def _run_actor(self, actor: _Actor) -> None:
+        key = actor.key
+        if key in self._live_keys:
+            self._counters.duplicate_actors += 1
+            logger.error("BUG: a second actor started for %s while one was live", key)
+        self._live_keys.add(key)
+        logger.debug("actor started for %s", key)
+        state: object = _NO_STATE
+        error: Callable[[], RuntimeCallError] = self._shutdown_error
+        try:
+            with actor.cancel_scope:
+                state = actor.module.state(key.context)
+                await run_hook(state, "on_start")
+                await self._serve(actor, state)
+        except Exception as exc:
+            # Anything escaping the per-call handling kills only this actor:
+            # its pending calls fail, the next call to the key starts afresh.
+            self._counters.crashed += 1
+            logger.exception("actor for %s crashed", key)
+            error = functools.partial(ActorCrashedError, key, exc)
+        finally:
+            actor.accepting = False
+            self._counters.errors += actor.fail_pending(error)
+            if state is not _NO_STATE:
+                await self._stop_state(actor, state)
+            self._live_keys.discard(key)
+            del self._actors[key]
+            actor.finished.set()
+            logger.debug("actor stopped for %s", key)
+
+    def _shutdown_error(self) -> RuntimeCallError:
+        return RuntimeClosedError(
+            "the runtime shut down before this call completed "
+            f"(shutdown_grace={self._config.shutdown_grace:g} s)"
+        )
+
+    async def _stop_state(self, actor: _Actor, state: object) -> None:
+        # Shielded: on_stop releases resources (kills subprocesses, closes
+        # files) and must run even when the actor was cancelled at shutdown.
+        # Bounded, so a hook that hangs cannot hold shutdown forever.
+        with trio.CancelScope(shield=True), trio.move_on_after(self._config.stop_timeout) as scope:
+            try:
+                await run_hook(state, "on_stop")
+            except Exception:
+                logger.exception("on_stop of %s failed", actor.key)
+        if scope.cancelled_caught:
+            logger.error("on_stop of %s overran stop_timeout and was cancelled", actor.key)
+
+    async def _serve(self, actor: _Actor, state: object) -> None:
+        while True:
+            try:
+                envelope = actor.receive.receive_nowait()
+            except trio.WouldBlock:
+                waited = await self._wait_idle(actor)
+                if waited is None:
+                    return
+                envelope = waited
+            except trio.EndOfChannel:
+                return  # shutdown: mailbox closed and drained
+            await self._handle(actor, state, envelope)
+
+    async def _wait_idle(self, actor: _Actor) -> _Envelope | None:
+        """Wait for the next call; None when the actor should stop."""
+        if not actor.accepting:
+            return None  # evicted between two calls
+        with trio.move_on_after(actor.ttl) as idle:
+            actor.idle_scope = idle
+            try:
+                return await actor.receive.receive()
+            except trio.EndOfChannel:
+                return None
+            finally:
+                actor.idle_scope = None
+        # TTL expiry or eviction. No checkpoint from here to `accepting = False`:
+        # a call accepted meanwhile is still in the mailbox and is served.
+        if not actor.accepting:
+            return None
+        try:
+            return actor.receive.receive_nowait()
+        except trio.WouldBlock:
+            pass
+        actor.accepting = False
+        self._counters.expired += 1
+        logger.debug("actor for %s idle for %g s; stopping", actor.key, actor.ttl)
+        return None
+
+    async def _handle(self, actor: _Actor, state: object, envelope: _Envelope) -> None:
+        if envelope.abandoned:
+            actor.pending -= 1
+            return
+        actor.current = envelope
+        if actor.module.heal_before_call:
+            await run_hook(state, "heal")
+        outcome = await self._invoke(state, envelope)
+        if isinstance(outcome, RuntimeCallError) or outcome.is_error:
+            self._counters.errors += 1
+        envelope.reply(outcome)
+        actor.current = None
+        actor.pending -= 1
+
+    async def _invoke(self, state: object, envelope: _Envelope) -> _Outcome:
+        tool = envelope.tool
+        with trio.move_on_after(self._timeout) as deadline:
+            try:
+                value = await resolve(tool.invoke(state, envelope.context, envelope.arguments))
+                return to_call_result(value, tool.full_name).stamped(tool.service)
+            except ToolError as exc:
+                return CallResult.error(str(exc)).stamped(tool.service)
+            except Exception as exc:
+                logger.exception("tool %s failed", tool.full_name)
+                message = f"tool {tool.full_name!r} failed: {type(exc).__name__}: {exc}"
+                return CallResult.error(message).stamped(tool.service)
+        assert deadline.cancelled_caught
+        self._counters.timeouts += 1
+        key = actor_key(tool.module.name, tool.module.scope, envelope.context)
+        return CallTimeoutError(tool.full_name, key, self._timeout)
+
+    # ---- introspection and shutdown ------------------------------------------
+
+    def statistics(self) -> RuntimeStatistics:
+        """A snapshot of the counters and the live actor count."""
+        c = self._counters
+        return RuntimeStatistics(
+            live_actors=len(self._actors),
+            started=c.started,
+            expired=c.expired,
+            evicted=c.evicted,
+            crashed=c.crashed,
+            calls=c.calls,
+            errors=c.errors,
+            timeouts=c.timeouts,
+            duplicate_actors=c.duplicate_actors,
+        )
+
+    def actors(self) -> tuple[ActorInfo, ...]:
+        """A snapshot of every live actor, least recently used first."""
+        return tuple(
+            ActorInfo(actor.key, actor.last_used, actor.pending, actor.accepting)
+            for actor in self._actors.values()
+        )
+
+    async def aclose(self) -> None:
+        """Stop taking calls, let accepted ones finish within the grace period, stop every actor.
+
+        Called by `open_runtime` on exit; safe to call more than once.
+        """
+        self._closing = True
+        for actor in list(self._actors.values()):
+            actor.accepting = False
+            actor.send.close()  # the actor drains its mailbox, then sees EndOfChannel
+        with trio.move_on_after(self._config.shutdown_grace):
+            for actor in list(self._actors.values()):
+                await actor.finished.wait()
+        for actor in list(self._actors.values()):
+            actor.cancel_scope.cancel()  # grace is over: cancel what still runs
+        for actor in list(self._actors.values()):
+            await actor.finished.wait()
+
+
+@asynccontextmanager
+async def open_runtime(
+    modules: Iterable[ToolModule[Any]], config: RuntimeConfig | None = None
+) -> AsyncIterator[Runtime]:
+    """Open a runtime serving `modules`; every actor lives inside this block.
+
+    On exit (normal, error or cancellation) the runtime stops taking calls,
+    lets accepted ones finish for ``config.shutdown_grace`` seconds, cancels
+    the rest (their callers get RuntimeClosedError) and runs every state's
+    ``on_stop`` hook before the block ends.
+    """
+    registry = Registry(modules)
+    body_error: BaseException | None = None
+    async with trio.open_nursery() as nursery:
+        runtime = Runtime(nursery, registry, config or RuntimeConfig())
+        try:
+            yield runtime
+        except BaseException as exc:
+            # Re-raised below, after the nursery: raised inside it, the caller's
+            # own exception would reach them wrapped in an ExceptionGroup. Actors
+            # never raise into the nursery, so the body is the only source.
+            body_error = exc
+        finally:
+            # Shielded so that a cancelled block still shuts down in order;
+            # aclose is bounded by shutdown_grace plus the stop timeouts.
+            with trio.CancelScope(shield=True):
+                await runtime.aclose()
+    if body_error is not None:
+        raise body_error

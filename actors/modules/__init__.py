@@ -1,0 +1,11 @@
+"""The built-in tool modules (behaviour from the seeds).
+
+``planning``, ``playbook_store`` and ``content_store`` are ready-made modules;
+``workspace(...)`` builds the subprocess module, which a host must enable
+explicitly because it runs programs.
+"""
+
+from ._planning import PlanningState as PlanningState
+from ._planning import planning as planning
+from ._playbook_store import PlaybookStoreState as PlaybookStoreState
+from ._playbook_store import playbook_store as playbook_store

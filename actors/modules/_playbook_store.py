@@ -1,0 +1,97 @@
+"""The ``playbook_store`` module: playbooks shared by a session, owned by assistants.
+
+State is per session, so the assistants of a session share one store, and the
+module enforces ownership: a playbook belongs to the assistant that created
+it. As in the seeds, a call that names no assistant is not checked (it acts
+for the host) and sees every playbook.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import attrs
+
+from protocol import CallResult, Scope, ToolContext
+
+from .._errors import ToolError
+from .._module import ToolModule
+
+__all__ = ["PlaybookStoreState", "playbook_store"]
+
+
+@attrs.frozen
+class Playbook:
+    """One playbook and its owner."""
+
+    id: str
+    """Unique within the session."""
+    name: str
+    """What the creator called it."""
+    owner: str | None
+    """The assistant that created it; ``None`` when the host created it."""
+
+    def to_data(self) -> dict[str, Any]:
+        """The structured form returned to callers."""
+        return {"id": self.id, "name": self.name, "owner": self.owner}
+
+
+@attrs.define
+class PlaybookStoreState:
+    """The playbooks of one session, by id, and the id of the selected one per assistant."""
+
+    playbooks: dict[str, Playbook] = attrs.field(factory=dict)
+    """Playbook id → playbook."""
+    selected: dict[str | None, str] = attrs.field(factory=dict)
+    """Assistant (None for the host) → the playbook it selected."""
+
+
+def _new_store(_context: ToolContext) -> PlaybookStoreState:
+    return PlaybookStoreState()
+
+
+playbook_store: ToolModule[PlaybookStoreState] = ToolModule(
+    "playbook_store",
+    _new_store,
+    scope=Scope.SESSION,
+    description="Playbooks shared within a session, each owned by the assistant that made it.",
+)
+
+
+@playbook_store.tool
+def create_playbook(
+    state: PlaybookStoreState, context: ToolContext, name: Annotated[str, "The playbook's name."]
+) -> CallResult:
+    """Create a playbook owned by the calling assistant; returns it with its id."""
+    if not name.strip():
+        msg = "Error: name must not be empty"
+        raise ToolError(msg)
+    playbook = Playbook(f"pb_{len(state.playbooks) + 1}", name, context.assistant_id)
+    state.playbooks[playbook.id] = playbook
+    return CallResult.both(f"Created playbook {playbook.id}: {name}", playbook.to_data())
+
+
+@playbook_store.tool
+def select_playbook(
+    state: PlaybookStoreState, context: ToolContext, id: Annotated[str, "The playbook's id."]
+) -> CallResult:
+    """Select one of the calling assistant's playbooks."""
+    playbook = state.playbooks.get(id)
+    if playbook is None:
+        msg = f"Error: playbook {id!r} not found"
+        raise ToolError(msg)
+    caller = context.assistant_id
+    if caller is not None and playbook.owner != caller:
+        msg = f"Error: Permission denied: playbook {id!r} does not belong to assistant {caller!r}"
+        raise ToolError(msg)
+    state.selected[caller] = id
+    return CallResult.both(f"Selected playbook {id}: {playbook.name}", {"selected": id})
+
+
+@playbook_store.tool
+def list_playbooks(state: PlaybookStoreState, context: ToolContext) -> CallResult:
+    """List the calling assistant's playbooks (all of them when no assistant is named)."""
+    caller = context.assistant_id
+    mine = [p.to_data() for p in state.playbooks.values() if caller is None or p.owner == caller]
+    lines = [f"- {p['id']}: {p['name']}" for p in mine] or ["No playbooks."]
+    return CallResult.both("\n".join(lines), {"playbooks": mine, "count": len(mine)})

@@ -1,0 +1,34 @@
+"""Sans-IO core: tool contexts, call parsing, scopes and keys, results, tool names.
+
+Nothing here does I/O or imports trio, so it can serve a client-side
+middleware or another runtime as well as `actors`.
+"""
+
+from ._call import ParsedCall as ParsedCall
+from ._call import parse_call as parse_call
+from ._context import DEFAULT_POLICY as DEFAULT_POLICY
+from ._context import ContextPolicy as ContextPolicy
+from ._context import ToolContext as ToolContext
+from ._context import extract_context as extract_context
+from ._context import inject_context as inject_context
+from ._errors import CallFormatError as CallFormatError
+from ._errors import ContextError as ContextError
+from ._errors import ProtocolError as ProtocolError
+from ._errors import ToolNameError as ToolNameError
+from ._names import BUILTIN_PREFIX as BUILTIN_PREFIX
+from ._names import SEPARATOR as SEPARATOR
+from ._names import ToolName as ToolName
+from ._names import has_scheme as has_scheme
+from ._names import name_from_service as name_from_service
+from ._result import SERVICE_INFO_META_KEY as SERVICE_INFO_META_KEY
+from ._result import BackendType as BackendType
+from ._result import CallResult as CallResult
+from ._result import ServiceInfo as ServiceInfo
+from ._result import TextContent as TextContent
+from ._result import ToolResult as ToolResult
+from ._result import render_data as render_data
+from ._result import to_tool_result as to_tool_result
+from ._result import unwrap as unwrap
+from ._scope import ActorKey as ActorKey
+from ._scope import Scope as Scope
+from ._scope import actor_key as actor_key

@@ -1,0 +1,231 @@
+"""ToolContext, the context policy, and extracting/injecting context fields.
+
+Context fields are infrastructure: a trusted middleware adds them to a call's
+arguments (``__sessionId``, ``__assistantId``, ``__threadId`` or the snake_case
+``__session_id`` ...) or to its ``_meta`` (``sessionId`` ..., without ``__``).
+Handlers never see them. Rules, all checked before anything else happens:
+
+* every ``__``-prefixed argument must be a known context field: a typo such as
+  ``__sessionid`` is an error, never a silent fall into the default session;
+* a ``_meta`` key that is a near miss of a context field (``SessionID``,
+  ``session-id``) is an error for the same reason; other ``_meta`` keys are not
+  ours and are left alone;
+* ids are non-empty strings of at most ``max_id_length`` characters with no
+  control characters;
+* one field given twice (camelCase and snake_case, or arguments and ``_meta``)
+  must carry one value.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Final, final
+
+import attrs
+
+from ._errors import ContextError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "ContextPolicy",
+    "ToolContext",
+    "extract_context",
+    "inject_context",
+]
+
+
+@final
+@attrs.frozen(cache_hash=True)
+class ToolContext:
+    """Who a call is for: a session, optionally an assistant and a thread in it.
+
+    Absent parts are ``None``, a value distinct from every string, so an
+    assistant literally named ``"none"`` can never collide with "no assistant".
+    """
+
+    session_id: str
+    """The conversation the call belongs to; always present."""
+    assistant_id: str | None = None
+    """The assistant (agent) making the call, if the host names one."""
+    thread_id: str | None = None
+    """The thread within the session, if the host names one."""
+
+
+def _positive(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < 1:
+        msg = f"{attribute.name} must be at least 1, got {value}"
+        raise ValueError(msg)
+
+
+@final
+@attrs.frozen
+class ContextPolicy:
+    """How strictly context fields are checked."""
+
+    require_session: bool = False
+    """Strict mode: a call without a session id is rejected instead of defaulted."""
+    default_session: str = "default"
+    """The session a call without one lands in under the lenient policy."""
+    max_id_length: int = attrs.field(default=256, validator=_positive)
+    """The longest id accepted, in characters."""
+
+
+DEFAULT_POLICY: Final = ContextPolicy()
+"""Lenient: a missing session becomes ``"default"``; ids up to 256 characters."""
+
+# Field name on ToolContext -> the spellings accepted in arguments and in _meta.
+_ARGUMENT_SPELLINGS: Final = {
+    "__sessionId": "session_id",
+    "__session_id": "session_id",
+    "__assistantId": "assistant_id",
+    "__assistant_id": "assistant_id",
+    "__threadId": "thread_id",
+    "__thread_id": "thread_id",
+}
+_META_SPELLINGS: Final = {
+    "sessionId": "session_id",
+    "session_id": "session_id",
+    "assistantId": "assistant_id",
+    "assistant_id": "assistant_id",
+    "threadId": "thread_id",
+    "thread_id": "thread_id",
+}
+_NEAR_MISSES: Final = frozenset({"sessionid", "assistantid", "threadid"})
+_CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_ACCEPTED_ARGUMENTS: Final = ", ".join(_ARGUMENT_SPELLINGS)
+
+
+def _describe(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _check_id(source: str, value: object, policy: ContextPolicy) -> str:
+    if not isinstance(value, str):
+        msg = f"context field {source!r} must be a string, got {_describe(value)}"
+        raise ContextError(msg)
+    if not value:
+        msg = f"context field {source!r} must not be empty"
+        raise ContextError(msg)
+    if len(value) > policy.max_id_length:
+        msg = (
+            f"context field {source!r} is {len(value)} characters long; "
+            f"the limit is {policy.max_id_length}"
+        )
+        raise ContextError(msg)
+    if match := _CONTROL_CHARACTER.search(value):
+        msg = (
+            f"context field {source!r} contains the control character "
+            f"{match.group()!r} at index {match.start()}"
+        )
+        raise ContextError(msg)
+    return value
+
+
+def _record(found: dict[str, tuple[str, str]], field: str, source: str, value: str) -> None:
+    earlier = found.get(field)
+    if earlier is None:
+        found[field] = (source, value)
+    elif earlier[1] != value:
+        msg = (
+            f"conflicting values for {field}: {earlier[0]!r} is {earlier[1]!r} "
+            f"but {source!r} is {value!r}; send one value"
+        )
+        raise ContextError(msg)
+
+
+def _split_arguments(
+    arguments: Mapping[str, Any], found: dict[str, tuple[str, str]], policy: ContextPolicy
+) -> dict[str, Any]:
+    clean: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if not isinstance(key, str):
+            msg = f"argument names must be strings, got {_describe(key)} {key!r}"
+            raise ContextError(msg)
+        if not key.startswith("__"):
+            clean[key] = value
+            continue
+        field = _ARGUMENT_SPELLINGS.get(key)
+        if field is None:
+            msg = (
+                f"unknown context field {key!r} in arguments; "
+                f"the accepted ones are {_ACCEPTED_ARGUMENTS}"
+            )
+            raise ContextError(msg)
+        _record(found, field, key, _check_id(key, value, policy))
+    return clean
+
+
+def _scan_meta(
+    meta: Mapping[str, Any], found: dict[str, tuple[str, str]], policy: ContextPolicy
+) -> None:
+    for key, value in meta.items():
+        field = _META_SPELLINGS.get(key)
+        source = f"_meta.{key}"
+        if field is not None:
+            _record(found, field, source, _check_id(source, value, policy))
+        elif key.lower().replace("_", "").replace("-", "") in _NEAR_MISSES:
+            msg = (
+                f"unknown context field {source!r}; did you mean one of "
+                f"{', '.join(_META_SPELLINGS)}?"
+            )
+            raise ContextError(msg)
+
+
+def _split(
+    arguments: Mapping[str, Any], meta: Mapping[str, Any] | None, policy: ContextPolicy
+) -> tuple[ToolContext, dict[str, Any], bool]:
+    """Return (context, clean arguments, whether the session was defaulted)."""
+    found: dict[str, tuple[str, str]] = {}
+    clean = _split_arguments(arguments, found, policy)
+    if meta:
+        _scan_meta(meta, found, policy)
+    session = found.get("session_id")
+    defaulted = session is None
+    if defaulted and policy.require_session:
+        msg = "a session id is required: add '__sessionId' to the arguments or 'sessionId' to _meta"
+        raise ContextError(msg)
+    assistant = found.get("assistant_id")
+    thread = found.get("thread_id")
+    context = ToolContext(
+        session_id=policy.default_session if session is None else session[1],
+        assistant_id=None if assistant is None else assistant[1],
+        thread_id=None if thread is None else thread[1],
+    )
+    return context, clean, defaulted
+
+
+def extract_context(
+    arguments: Mapping[str, Any],
+    meta: Mapping[str, Any] | None = None,
+    policy: ContextPolicy = DEFAULT_POLICY,
+) -> tuple[ToolContext, dict[str, Any]]:
+    """Split a call's arguments into its ToolContext and a clean copy of the rest.
+
+    The caller's mapping is never mutated. Raises `ContextError` for any
+    broken rule (see the module docstring); under the lenient policy a call
+    without a session id gets ``policy.default_session``.
+    """
+    context, clean, _ = _split(arguments, meta, policy)
+    return context, clean
+
+
+def inject_context(arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
+    """Return a copy of model-generated `arguments` with `context` added as ``__`` fields.
+
+    The arguments are kept exactly. A ``__``-prefixed key already present is
+    refused: a model must not be able to claim a context of its own.
+    """
+    for key in arguments:
+        if isinstance(key, str) and key.startswith("__"):
+            msg = f"model-generated arguments must not contain context fields; found {key!r}"
+            raise ContextError(msg)
+    injected = dict(arguments)
+    injected["__sessionId"] = context.session_id
+    if context.assistant_id is not None:
+        injected["__assistantId"] = context.assistant_id
+    if context.thread_id is not None:
+        injected["__threadId"] = context.thread_id
+    return injected

@@ -1,0 +1,63 @@
+"""Scopes and actor keys: which parts of a context key a module's state."""
+
+from __future__ import annotations
+
+import enum
+from typing import final
+
+import attrs
+
+from ._context import ToolContext
+
+__all__ = ["ActorKey", "Scope", "actor_key"]
+
+
+class Scope(enum.Enum):
+    """Which context parts key a module's state.
+
+    Parts outside the scope are dropped from the key, so e.g. every assistant
+    of a session shares one ``SESSION``-scoped state.
+    """
+
+    SESSION = "session"
+    """One state per session."""
+    SESSION_ASSISTANT = "session+assistant"
+    """One state per (session, assistant)."""
+    SESSION_ASSISTANT_THREAD = "session+assistant+thread"
+    """One state per (session, assistant, thread)."""
+
+    def project(self, context: ToolContext) -> ToolContext:
+        """Return `context` with the parts outside this scope set to ``None``."""
+        if self is Scope.SESSION_ASSISTANT_THREAD:
+            return context
+        if self is Scope.SESSION_ASSISTANT:
+            return ToolContext(context.session_id, context.assistant_id)
+        return ToolContext(context.session_id)
+
+
+@final
+@attrs.frozen(cache_hash=True)
+class ActorKey:
+    """The identity of one actor: a module and a context projected on its scope.
+
+    A structured value, never a concatenated string: two keys are equal only
+    when every part is equal, and an absent part equals only another absent part.
+    """
+
+    module: str
+    """The module whose state this key selects."""
+    context: ToolContext
+    """The context, projected on the module's scope."""
+
+    def __str__(self) -> str:
+        parts = [f"session={self.context.session_id!r}"]
+        if self.context.assistant_id is not None:
+            parts.append(f"assistant={self.context.assistant_id!r}")
+        if self.context.thread_id is not None:
+            parts.append(f"thread={self.context.thread_id!r}")
+        return f"{self.module}({', '.join(parts)})"
+
+
+def actor_key(module: str, scope: Scope, context: ToolContext) -> ActorKey:
+    """The key of the actor that owns `module`'s state for `context`."""
+    return ActorKey(module, scope.project(context))
