@@ -1,0 +1,556 @@
+"""Tool input schemas derived from handler signatures, and strict argument binding.
+
+A handler declares its arguments in one of two ways, after the state parameter:
+
+* as annotated parameters, each one a property of the arguments object
+  (``goal: str, priority: int = 1``);
+* as a single parameter annotated with an attrs class, whose fields are the
+  properties (``args: AddArgs``).
+
+A parameter annotated `ToolContext` receives the call's context instead, and
+is no property. `signature_of` derives the JSON Schema once, when a module is
+defined, together with an attrs class describing the arguments object (the
+user's own class in the second style). `Signature.bind` structures each call's
+arguments into that class with a private cattrs converter.
+
+The converter is strict where cattrs is lenient by default: JSON already has
+types, so a caller who sends ``"3"`` for an integer has a bug worth reporting,
+and coercing it would hide that bug. Every failure of a call becomes one
+`ArgumentsError` naming each bad value by its path (``$.tags[1]``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import enum
+import inspect
+import json
+import reprlib
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, Literal, Union, final, get_args, get_origin
+
+import attrs
+import cattrs
+from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory
+from cattrs.errors import (
+    AttributeValidationNote,
+    BaseValidationError,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+    IterableValidationNote,
+)
+from cattrs.gen import make_mapping_structure_fn
+
+from protocol import ToolContext
+
+from ._errors import ArgumentsError
+
+if typing.TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["Signature", "signature_of"]
+
+_Hook = Callable[[Any, Any], Any]
+
+_SUPPORTED = (
+    "str, int, float, bool, a Literal, an Enum, list[T], tuple[T, ...], dict[str, T], "
+    "T | None, an attrs class or Any"
+)
+
+
+@final
+@attrs.frozen
+class Signature:
+    """What a handler takes: its input schema and how to bind a call's arguments."""
+
+    input_schema: Mapping[str, Any]
+    """The JSON Schema of the tool's arguments object."""
+    context_parameter: str | None
+    """The handler parameter annotated `ToolContext`, which receives the call's context."""
+    _arguments_class: type[Any] = attrs.field(repr=False)
+    """The attrs class the arguments object structures into."""
+    _structure: _Hook = attrs.field(repr=False)
+    """The converter's hook for `_arguments_class`."""
+    _single_parameter: str | None = attrs.field(repr=False)
+    """The parameter that takes the whole structured object, in the attrs-class style."""
+    _copy_arguments: bool = attrs.field(repr=False)
+    """Whether some value is typed Any, which cattrs passes through uncopied."""
+
+    def bind(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate and structure `arguments` into keyword arguments for the handler.
+
+        The result holds neither the state nor the context parameter. `arguments`
+        is never mutated.
+
+        Raises:
+            ArgumentsError: naming every value that does not fit the schema.
+        """
+        # A handler could keep a value typed Any in its state; a private copy
+        # keeps the caller's objects out of it (invariants 2 and 6).
+        source = copy.deepcopy(arguments) if self._copy_arguments else arguments
+        try:
+            structured = self._structure(source, self._arguments_class)
+        # ValueError and TypeError also cover validators of the user's attrs classes.
+        except (BaseValidationError, ValueError, TypeError) as exc:
+            msg = "invalid arguments: " + "; ".join(_explain(exc, "$"))
+            raise ArgumentsError(msg) from exc
+        if self._single_parameter is not None:
+            return {self._single_parameter: structured}
+        return attrs.asdict(structured, recurse=False)
+
+
+def signature_of(handler: Callable[..., Any]) -> Signature:
+    """Derive the input schema and argument binding of `handler`.
+
+    The first positional parameter receives the module state and is skipped.
+
+    Raises:
+        TypeError: if a parameter has no annotation, or one no JSON Schema
+            describes, naming the handler and the parameter.
+    """
+    try:
+        return _derive(handler)
+    except _UnsupportedError as exc:
+        name = getattr(handler, "__qualname__", repr(handler))
+        msg = f"cannot serve {name} as a tool: {exc}"
+        raise TypeError(msg) from None
+
+
+class _UnsupportedError(Exception):
+    """A handler signature that no input schema can describe; becomes a TypeError."""
+
+
+@attrs.frozen
+class _Field:
+    """One property of an arguments object: a handler parameter or an attrs field."""
+
+    name: str
+    annotation: Any
+    """`inspect.Parameter.empty` when the source has no annotation."""
+    required: bool
+    default: object
+    """The default to show in the schema, or `attrs.NOTHING`."""
+
+
+def _derive(handler: Callable[..., Any]) -> Signature:
+    parameters = _argument_parameters(handler)
+    hints = _hints(handler, getattr(handler, "__qualname__", "the handler"))
+    contexts = [p.name for p in parameters if hints.get(p.name) is ToolContext]
+    if len(contexts) > 1:
+        msg = f"parameters {', '.join(map(repr, contexts))} all take the ToolContext; keep one"
+        raise _UnsupportedError(msg)
+    context = contexts[0] if contexts else None
+    rest = [p for p in parameters if p.name != context]
+    builder = _SchemaBuilder()
+    if len(rest) == 1 and _is_attrs_class(hints.get(rest[0].name)):
+        arguments_class: type[Any] = hints[rest[0].name]
+        with _within(f"parameter {rest[0].name!r}"):
+            schema = builder.class_schema(arguments_class)
+        single_parameter: str | None = rest[0].name
+    else:
+        fields = [_parameter_field(p, hints) for p in rest]
+        schema = builder.object_schema(fields, owner=None)
+        arguments_class = _arguments_class(fields)
+        single_parameter = None
+    return Signature(
+        input_schema=schema,
+        context_parameter=context,
+        arguments_class=arguments_class,
+        structure=_converter.get_structure_hook(arguments_class),
+        single_parameter=single_parameter,
+        copy_arguments=builder.mentions_any,
+    )
+
+
+def _argument_parameters(handler: Callable[..., Any]) -> list[inspect.Parameter]:
+    """The parameters after the state one, each of which must be passable by keyword."""
+    parameters = list(inspect.signature(handler).parameters.values())
+    if not parameters or parameters[0].kind not in _POSITIONAL:
+        msg = "its first parameter must be positional: it receives the module state"
+        raise _UnsupportedError(msg)
+    for parameter in parameters[1:]:
+        if parameter.kind not in _BY_KEYWORD:
+            msg = (
+                f"parameter {parameter.name!r} is {parameter.kind.description}, "
+                "but arguments are passed by keyword"
+            )
+            raise _UnsupportedError(msg)
+    return parameters[1:]
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_BY_KEYWORD = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def _hints(annotated: object, name: str) -> dict[str, Any]:
+    """Resolved annotations, `Annotated` kept, so string annotations work too."""
+    try:
+        return typing.get_type_hints(annotated, include_extras=True)
+    except NameError as exc:
+        msg = f"cannot resolve the annotations of {name} ({exc})"
+        raise _UnsupportedError(msg) from exc
+
+
+def _parameter_field(parameter: inspect.Parameter, hints: Mapping[str, Any]) -> _Field:
+    has_default = parameter.default is not parameter.empty
+    return _Field(
+        name=parameter.name,
+        annotation=hints.get(parameter.name, parameter.empty),
+        required=not has_default,
+        default=parameter.default if has_default else attrs.NOTHING,
+    )
+
+
+def _class_fields(cls: type[Any]) -> list[_Field]:
+    hints = _hints(cls, cls.__qualname__)
+    return [
+        _Field(
+            name=field.name,
+            annotation=hints.get(field.name, inspect.Parameter.empty),
+            required=field.default is attrs.NOTHING,
+            default=_shown_default(field),
+        )
+        for field in attrs.fields(cls)
+        if field.init
+    ]
+
+
+def _shown_default(field: attrs.Attribute[Any]) -> object:
+    # attrs' stubs declare Factory a function, so that `x: list[int] = Factory(list)`
+    # type-checks.
+    if isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
+        # A factory makes its value per instance, so no single default describes it.
+        return attrs.NOTHING
+    return field.default
+
+
+def _arguments_class(fields: Sequence[_Field]) -> type[Any]:
+    """An attrs class with one field per parameter, for cattrs to structure into."""
+    # Keyword-only, as a required parameter may follow one with a default.
+    attributes = {
+        field.name: attrs.field(type=field.annotation, default=field.default, kw_only=True)
+        for field in fields
+    }
+    return attrs.make_class("Arguments", attributes, frozen=True, slots=True)
+
+
+@attrs.define
+class _SchemaBuilder:
+    """Turns annotations into JSON Schema, noting what binding needs to know."""
+
+    mentions_any: bool = False
+    """Whether some value is typed Any."""
+    _enclosing: list[type[Any]] = attrs.Factory(list)
+    """The attrs classes being described, outermost first, to refuse recursion."""
+
+    def class_schema(self, cls: type[Any]) -> dict[str, Any]:
+        """The object schema of the fields of the attrs class `cls`."""
+        if cls in self._enclosing:
+            msg = f"{cls.__qualname__} contains itself, and recursive arguments are unsupported"
+            raise _UnsupportedError(msg)
+        self._enclosing.append(cls)
+        try:
+            return self.object_schema(_class_fields(cls), owner=cls.__qualname__)
+        finally:
+            self._enclosing.pop()
+
+    def object_schema(self, fields: Sequence[_Field], owner: str | None) -> dict[str, Any]:
+        """The schema of an object with exactly `fields`; `owner` names their class, if any."""
+        properties = {}
+        for field in fields:
+            where = f"parameter {field.name!r}" if owner is None else f"field {owner}.{field.name}"
+            with _within(where):
+                properties[field.name] = self._property_schema(field)
+        return {
+            "type": "object",
+            "properties": properties,
+            "required": [field.name for field in fields if field.required],
+            "additionalProperties": False,
+        }
+
+    def _property_schema(self, field: _Field) -> dict[str, Any]:
+        if field.name.startswith("__"):
+            msg = "names starting with '__' are reserved for context fields; rename it"
+            raise _UnsupportedError(msg)
+        if field.annotation is inspect.Parameter.empty:
+            msg = "it has no annotation, so no input schema describes it"
+            raise _UnsupportedError(msg)
+        return {**self.type_schema(field.annotation), **_json_default(field.default)}
+
+    def type_schema(self, annotation: Any) -> dict[str, Any]:
+        """The schema of values of type `annotation`."""
+        origin, args = get_origin(annotation), get_args(annotation)
+        if origin is Annotated:
+            return self._annotated_schema(args)
+        if annotation is Any:
+            self.mentions_any = True
+            return {}
+        if annotation in _SCALARS:
+            return {"type": _SCALARS[annotation].json_type}
+        if _is_choice(annotation):
+            return _choice_schema(annotation)
+        if _is_optional(annotation):
+            return {"anyOf": [self.type_schema(_not_none(annotation)), {"type": "null"}]}
+        if origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
+            return {"type": "array", "items": self.type_schema(args[0])}
+        if origin is dict and args[0] is str:
+            return {"type": "object", "additionalProperties": self.type_schema(args[1])}
+        if _is_attrs_class(annotation):
+            return self.class_schema(annotation)
+        msg = f"unsupported annotation {_type_name(annotation)}; use {_SUPPORTED}"
+        raise _UnsupportedError(msg)
+
+    def _annotated_schema(self, args: tuple[Any, ...]) -> dict[str, Any]:
+        annotation, *metadata = args
+        schema = self.type_schema(annotation)
+        descriptions = [item for item in metadata if isinstance(item, str)]
+        return {**schema, "description": descriptions[0]} if descriptions else schema
+
+
+@contextlib.contextmanager
+def _within(where: str) -> Iterator[None]:
+    """Prefix `where` to the message of an unsupported annotation found inside."""
+    try:
+        yield
+    except _UnsupportedError as exc:
+        msg = f"{where}: {exc}"
+        raise _UnsupportedError(msg) from None
+
+
+def _choice_schema(annotation: Any) -> dict[str, Any]:
+    values = [value for value, _ in _choices(annotation)]
+    json_types = {_json_type(value) for value in values}
+    if None in json_types:
+        msg = (
+            f"{_type_name(annotation)} has a value that is no JSON string, number, boolean or null"
+        )
+        raise _UnsupportedError(msg)
+    schema: dict[str, Any] = {"enum": values}
+    if len(json_types) == 1:
+        schema["type"] = json_types.pop()
+    return schema
+
+
+def _json_default(value: object) -> dict[str, Any]:
+    """``{"default": value}`` with `value` as JSON data, or nothing if it has no JSON form."""
+    if value is attrs.NOTHING:
+        return {}
+    try:
+        return {"default": json.loads(json.dumps(_converter.unstructure(value), allow_nan=False))}
+    except (TypeError, ValueError):
+        return {}
+
+
+def _type_name(annotation: Any) -> str:
+    return annotation.__qualname__ if isinstance(annotation, type) else repr(annotation)
+
+
+def _is_attrs_class(annotation: object) -> bool:
+    return isinstance(annotation, type) and attrs.has(annotation)
+
+
+def _is_choice(annotation: Any) -> bool:
+    """Whether `annotation` allows a fixed set of values: a Literal or an Enum."""
+    is_enum = isinstance(annotation, type) and issubclass(annotation, enum.Enum)
+    return is_enum or get_origin(annotation) is Literal
+
+
+def _choices(annotation: Any) -> list[tuple[object, object]]:
+    """Each allowed JSON value of a Literal or Enum, with the Python value it stands for."""
+    if get_origin(annotation) is Literal:
+        return [(value, value) for value in get_args(annotation)]
+    return [(member.value, member) for member in annotation]
+
+
+def _is_optional(annotation: Any) -> bool:
+    """Whether `annotation` is ``T | None`` for a single T."""
+    args = get_args(annotation)
+    is_union = get_origin(annotation) in (Union, types.UnionType)
+    return is_union and len(args) == 2 and types.NoneType in args
+
+
+def _not_none(optional: Any) -> Any:
+    (annotation,) = (arg for arg in get_args(optional) if arg is not types.NoneType)
+    return annotation
+
+
+# Strict structuring.
+
+
+@attrs.frozen
+class _Scalar:
+    """How a JSON scalar type is described and recognised."""
+
+    json_type: str
+    expected: str
+    accepts: Callable[[object], bool]
+
+
+def _is_integer(value: object) -> bool:
+    # bool subclasses int, but JSON's true is no number.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_SCALARS: Mapping[object, _Scalar] = {
+    str: _Scalar("string", "a string", lambda value: isinstance(value, str)),
+    int: _Scalar("integer", "an integer", _is_integer),
+    float: _Scalar(
+        "number", "a number", lambda value: isinstance(value, float) or _is_integer(value)
+    ),
+    bool: _Scalar("boolean", "a boolean", lambda value: isinstance(value, bool)),
+}
+
+
+def _json_type(value: object) -> str | None:
+    """The JSON type of a scalar value; None if JSON has no scalar type for it."""
+    if value is None:
+        return "null"
+    scalar = _SCALARS.get(type(value))
+    return None if scalar is None else scalar.json_type
+
+
+class _MismatchError(TypeError):
+    """A value of the wrong JSON type, or outside a Literal or an Enum."""
+
+    def __init__(self, expected: str, got: str) -> None:
+        super().__init__(f"expected {expected}, got {got}")
+        self.expected = expected
+        self.got = got
+
+
+def _got(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _structure_scalar(value: object, annotation: type[Any]) -> object:
+    """Structure a str, int, float or bool without coercing any other JSON type."""
+    # cattrs dispatches these types by subclass, so IntEnum and StrEnum arrive here too.
+    if _is_choice(annotation):
+        return _structure_choice(value, annotation)
+    scalar = _SCALARS[annotation]
+    if not scalar.accepts(value):
+        raise _MismatchError(scalar.expected, _got(value))
+    try:
+        # float(3), so that a handler typed float never sees an int.
+        return annotation(value)
+    except OverflowError:
+        raise _MismatchError(scalar.expected, "an integer beyond its range") from None
+
+
+def _structure_choice(value: object, annotation: Any) -> object:
+    """Structure one of the values a Literal or an Enum allows."""
+    choices = _choices(annotation)
+    # Compare JSON types too, or true would pass for 1 (True == 1 in Python).
+    for option, result in choices:
+        if _json_type(option) == _json_type(value) and option == value:
+            return result
+    expected = "one of " + ", ".join(repr(option) for option, _ in choices)
+    raise _MismatchError(expected, reprlib.repr(value))
+
+
+def _optional_hook(annotation: Any, converter: cattrs.Converter) -> _Hook:
+    inner_type = _not_none(annotation)
+    inner = converter.get_structure_hook(inner_type)
+
+    def structure(value: object, _: object) -> object:
+        if value is None:
+            return None
+        try:
+            return inner(value, inner_type)
+        except _MismatchError as exc:
+            expected = f"{exc.expected} or null"
+            raise _MismatchError(expected, exc.got) from None
+
+    return structure
+
+
+def _checking(kinds: type | tuple[type, ...], expected: str, structure: _Hook) -> _Hook:
+    """`structure` behind a check of the value's JSON type.
+
+    cattrs would structure a string into a list of characters and fail with a
+    pathless error on a string given for an object.
+    """
+
+    def checked(value: object, annotation: object) -> object:
+        if not isinstance(value, kinds):
+            raise _MismatchError(expected, _got(value))
+        return structure(value, annotation)
+
+    return checked
+
+
+def _is_array(annotation: Any) -> bool:
+    return get_origin(annotation) in (list, tuple)
+
+
+def _array_hook(annotation: Any, converter: cattrs.Converter) -> _Hook:
+    is_tuple = get_origin(annotation) is tuple
+    factory = homogenous_tuple_structure_factory if is_tuple else list_structure_factory
+    return _checking((list, tuple), "an array", factory(annotation, converter))
+
+
+def _is_dict(annotation: Any) -> bool:
+    return get_origin(annotation) is dict
+
+
+def _mapping_hook(annotation: Any, converter: cattrs.Converter) -> _Hook:
+    return _checking(Mapping, "an object", make_mapping_structure_fn(annotation, converter))
+
+
+def _object_hook(annotation: Any, converter: cattrs.Converter) -> _Hook:
+    return _checking(Mapping, "an object", converter.gen_structure_attrs_fromdict(annotation))
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    for scalar in _SCALARS:
+        converter.register_structure_hook(scalar, _structure_scalar)
+    # Later registrations take precedence over cattrs' own, lenient, hooks.
+    converter.register_structure_hook_func(_is_choice, _structure_choice)
+    converter.register_structure_hook_factory(_is_optional, _optional_hook)
+    converter.register_structure_hook_factory(_is_array, _array_hook)
+    converter.register_structure_hook_factory(_is_dict, _mapping_hook)
+    converter.register_structure_hook_factory(_is_attrs_class, _object_hook)
+    return converter
+
+
+_converter = _make_converter()
+
+
+# Error messages.
+
+
+def _explain(exc: BaseException, path: str) -> Iterator[str]:
+    """One message per failure within `exc`, each naming the path of the value at fault."""
+    if isinstance(exc, ClassValidationError | IterableValidationError):
+        with_notes, without = exc.group_exceptions()
+        for inner, note in with_notes:
+            yield from _explain(inner, _step(path, note))
+        for inner in without:
+            yield from _explain(inner, path)
+    elif isinstance(exc, KeyError):
+        # cattrs lets the KeyError of looking up a missing key through.
+        yield f"{path} is required"
+    elif isinstance(exc, ForbiddenExtraKeysError):
+        yield _unexpected(exc, path)
+    else:
+        yield f"{path}: {exc}"
+
+
+def _step(path: str, note: AttributeValidationNote | IterableValidationNote) -> str:
+    if isinstance(note, AttributeValidationNote):
+        return f"{path}.{note.name}"
+    return f"{path}[{note.index!r}]"
+
+
+def _unexpected(exc: ForbiddenExtraKeysError, path: str) -> str:
+    extra = ", ".join(sorted(map(repr, exc.extra_fields)))
+    plural = "s" if len(exc.extra_fields) > 1 else ""
+    known = ", ".join(field.name for field in attrs.fields(exc.cl) if field.init)
+    if path == "$":
+        return f"unexpected argument{plural} {extra}; the tool takes {known or 'no arguments'}"
+    return f"{path}: unexpected key{plural} {extra}; the object takes {known or 'no keys'}"

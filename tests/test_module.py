@@ -1,0 +1,160 @@
+"""The module API and the registry: naming, resolution, result coercion, clean schemas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+
+from actors import Registry, ToolModule, UnknownToolError, open_runtime
+from actors.modules import planning, playbook_store
+from protocol import CallResult
+
+
+def module_with(name: str, *tools: str) -> ToolModule[None]:
+    module: ToolModule[None] = ToolModule(name, lambda _context: None)
+    for tool in tools:
+
+        def handler(state: None) -> str:
+            return "ok"
+
+        handler.__name__ = tool
+        module.tool(handler)
+    return module
+
+
+def schema_property_names(schema: Any) -> set[str]:
+    """Every property name anywhere in a JSON schema, nested objects and arrays included."""
+    names: set[str] = set()
+    if isinstance(schema, dict):
+        properties = schema.get("properties")
+        if isinstance(properties, dict):
+            names.update(properties)
+        for value in schema.values():
+            names |= schema_property_names(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            names |= schema_property_names(value)
+    return names
+
+
+class TestResolution:
+    def test_full_builtin_and_unique_base_names_resolve(self) -> None:
+        """`m__t`, `builtin.m__t` and `t` (when unique) all name the same tool."""
+        registry = Registry(
+            [module_with("alpha", "shared", "only_here"), module_with("beta", "shared")]
+        )
+        tool = registry.resolve("alpha__only_here")
+        assert registry.resolve("builtin.alpha__only_here") is tool
+        assert registry.resolve("only_here") is tool
+
+    def test_an_ambiguous_base_name_lists_the_candidates(self) -> None:
+        """A base name two modules share is refused with both full names."""
+        registry = Registry([module_with("alpha", "shared"), module_with("beta", "shared")])
+        with pytest.raises(
+            UnknownToolError,
+            match=r"^tool name 'shared' is ambiguous; use one of alpha__shared, beta__shared$",
+        ):
+            registry.resolve("shared")
+
+    def test_an_unknown_name_lists_the_known_tools(self) -> None:
+        """An unknown name says which names exist."""
+        registry = Registry([module_with("alpha", "one")])
+        with pytest.raises(
+            UnknownToolError, match=r"^unknown tool 'two'; known tools: alpha__one$"
+        ):
+            registry.resolve("two")
+
+    def test_module_names_must_be_unique(self) -> None:
+        """Two modules of one name would shadow each other's tools."""
+        with pytest.raises(ValueError, match=r"^two modules are named 'alpha'"):
+            Registry([module_with("alpha"), module_with("alpha")])
+
+
+class TestDefinition:
+    @pytest.mark.parametrize("name", ["Planning", "my__module", "_x", "x-y", ""])
+    def test_module_names_are_snake_case_without_double_underscores(self, name: str) -> None:
+        """`__` separates module and tool in full names, so it cannot appear in either."""
+        with pytest.raises(ValueError, match=r"must be lowercase snake_case"):
+            ToolModule(name, lambda _context: None)
+
+    def test_a_tool_name_is_registered_once(self) -> None:
+        """Registering two handlers under one name is refused."""
+        module = module_with("alpha", "one")
+
+        def one(state: None) -> str:
+            return "again"
+
+        with pytest.raises(ValueError, match=r"^module 'alpha' already has a tool named 'one'$"):
+            module.tool(one)
+
+    def test_module_ttl_must_be_positive(self) -> None:
+        """A zero TTL would stop every actor immediately."""
+        with pytest.raises(ValueError, match=r"^module 'alpha': ttl must be positive seconds"):
+            ToolModule("alpha", lambda _context: None, ttl=0)
+
+    def test_the_docstring_describes_the_tool(self) -> None:
+        """What the model reads about a tool comes from its handler's docstring."""
+        assert planning.tools["create_goal"].description == (
+            "Create a goal in the current plan and return its id."
+        )
+
+    @pytest.mark.parametrize("module", [planning, playbook_store], ids=lambda m: m.name)
+    def test_no_built_in_schema_lists_a_context_field(self, module: ToolModule[Any]) -> None:
+        """Invariant 6: schemas never list `__` fields, at any depth (seed 000 §10.3)."""
+        for tool in module.tools.values():
+            names = schema_property_names(tool.signature.input_schema)
+            assert not [n for n in names if n.startswith("__")], tool.full_name
+
+
+@attrs.frozen
+class Point:
+    x: int
+    y: int
+
+
+class TestResults:
+    @pytest.mark.parametrize(
+        ("returned", "text", "data"),
+        [
+            ("plain", "plain", None),
+            ({"n": 1}, '{\n  "n": 1\n}', {"n": 1}),
+            (Point(1, 2), '{\n  "x": 1,\n  "y": 2\n}', {"x": 1, "y": 2}),
+            (CallResult.both("summary", {"k": "v"}), "summary", {"k": "v"}),
+        ],
+    )
+    async def test_handler_return_values_become_results(
+        self, returned: object, text: str, data: dict[str, Any] | None
+    ) -> None:
+        """str → text; mapping or attrs → data plus its JSON; CallResult as it is."""
+        module: ToolModule[None] = ToolModule("echo", lambda _context: None)
+
+        @module.tool
+        async def give(state: None) -> object:
+            """Return the value under test."""
+            return returned
+
+        async with open_runtime([module]) as runtime:
+            result = await runtime.call_tool("echo__give", {"__sessionId": "s"})
+        assert (result.first_text, result.structured_content, result.is_error) == (
+            text,
+            data,
+            False,
+        )
+
+    async def test_an_unsupported_return_value_is_an_error_result(self) -> None:
+        """A handler returning e.g. an int gets an error naming what to return instead."""
+        module: ToolModule[None] = ToolModule("echo", lambda _context: None)
+
+        @module.tool
+        def give(state: None) -> object:
+            """Return something unsupported."""
+            return 42
+
+        async with open_runtime([module]) as runtime:
+            result = await runtime.call_tool("echo__give", {"__sessionId": "s"})
+        assert result.is_error
+        assert "returned int; return a str, a mapping, an attrs instance or a CallResult" in (
+            result.first_text
+        )
