@@ -17,19 +17,23 @@ A state object may define lifecycle hooks, sync or async: ``on_start()``
 (acquire per-key resources), ``on_stop()`` (release them: runs on TTL expiry,
 eviction, crash and shutdown) and ``heal()`` (run before every call, when the
 module's ``heal_before_call`` is on, to repair a dead resource transparently).
+A state that needs tasks of its own (watching a subprocess, say) defines
+``start_background(nursery)``: it is called after ``on_start`` with a nursery
+its actor owns; ``on_stop`` runs while those tasks still live, and whatever is
+left is cancelled after it. If one of them fails, the actor crashes.
 """
 
 from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Generic, TypeVar, final
 
 import attrs
 import cattrs
 
-from protocol import BackendType, CallResult, Scope, ServiceInfo, ToolContext
+from protocol import BackendType, CallResult, Scope, ServiceInfo, TextContent, ToolContext
 
 from ._schema import Signature, signature_of
 
@@ -57,7 +61,7 @@ def to_call_result(value: object, tool: str) -> CallResult:
     ``str`` → text; a mapping or an attrs instance → data with a JSON text
     rendering; a CallResult as it is. Anything else is a programming error.
     """
-    if isinstance(value, CallResult):
+    if type(value) is CallResult:
         return value
     if isinstance(value, str):
         return CallResult.text(value)
@@ -95,11 +99,20 @@ class Tool:
         """``module__tool``, the name listed to clients."""
         return f"{self.module.name}__{self.name}"
 
+    is_async: bool
+    """Whether the handler is a coroutine function (decided once, at registration)."""
+
     def invoke(self, state: object, context: ToolContext, arguments: dict[str, Any]) -> Any:
-        """Call the handler; returns its result or an awaitable of it."""
+        """Call the handler; returns its result, or a coroutine when `is_async`."""
         if self.signature.context_parameter is not None:
             arguments = {**arguments, self.signature.context_parameter: context}
         return self.handler(state, **arguments)
+
+    def result_of(self, value: object) -> CallResult:
+        """What the handler returned, as a CallResult stamped with this tool's ServiceInfo."""
+        if type(value) is str:  # the common case, built without an intermediate result
+            return CallResult((TextContent(value, self.service),))
+        return to_call_result(value, self.full_name).stamped(self.service)
 
 
 @final
@@ -149,22 +162,15 @@ class ToolModule(Generic[StateT]):
             handler=handler,
             signature=signature_of(handler),
             service=ServiceInfo(self.name, name, BackendType.BUILTIN),
+            is_async=inspect.iscoroutinefunction(handler),
         )
         return handler
 
 
-async def run_hook(state: object, hook: str) -> None:
-    """Run the state's lifecycle hook `hook` if it defines one (sync or async)."""
-    method: Callable[[], object] | None = getattr(state, hook, None)
-    if method is None:
+async def run_hook(hook: Callable[[], object] | None) -> None:
+    """Run a lifecycle hook, sync or async; nothing when there is none."""
+    if hook is None:
         return
-    outcome = method()
+    outcome = hook()
     if inspect.isawaitable(outcome):
         await outcome
-
-
-async def resolve(value: object | Awaitable[object]) -> object:
-    """Await `value` if a handler returned an awaitable."""
-    if inspect.isawaitable(value):
-        return await value
-    return value

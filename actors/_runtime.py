@@ -42,6 +42,8 @@ gets CallTimeoutError; the key keeps being served.
 from __future__ import annotations
 
 import functools
+import heapq
+import itertools
 import logging
 import math
 from collections import OrderedDict
@@ -69,11 +71,11 @@ from ._errors import (
     RuntimeClosedError,
     ToolError,
 )
-from ._module import Tool, ToolModule, resolve, run_hook, to_call_result
+from ._module import Tool, ToolModule, run_hook
 from ._registry import Registry
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 
 __all__ = ["ActorInfo", "Runtime", "RuntimeConfig", "RuntimeStatistics", "open_runtime"]
 
@@ -195,18 +197,22 @@ class _Actor:
     send: trio.MemorySendChannel[_Envelope]
     receive: trio.MemoryReceiveChannel[_Envelope]
     last_used: float
+    idle_since: float
     pending: int = 0
     accepting: bool = True
+    stopped: bool = False  # on_stop has run
     current: _Envelope | None = None
-    idle_scope: trio.CancelScope | None = None
     cancel_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     finished: trio.Event = attrs.field(factory=trio.Event)
 
-    def stop_accepting(self) -> None:
-        """No more envelopes for this actor; wake it if it is idle so it stops now."""
+    def retire(self) -> None:
+        """Take no more calls; the actor serves what its mailbox holds, then stops.
+
+        Synchronous on purpose: nothing can be sent between the decision and
+        the close, and closing a send channel never drops what it buffered.
+        """
         self.accepting = False
-        if self.idle_scope is not None:
-            self.idle_scope.cancel()
+        self.send.close()
 
     def fail_pending(self, error: Callable[[], RuntimeCallError]) -> int:
         """Reply `error()` to the running call and every queued one; return how many."""
@@ -215,7 +221,7 @@ class _Actor:
             self.current.reply(error())
             failed += 1
         self.current = None
-        self.send.close()  # callers blocked on a full mailbox retry elsewhere
+        self.send.close()  # callers blocked on a full mailbox route again
         while True:
             try:
                 envelope = self.receive.receive_nowait()
@@ -239,6 +245,12 @@ class Runtime:
         self._counters = _Counters()
         self._closing = False
         self._timeout = math.inf if config.call_timeout is None else config.call_timeout
+        # TTL bookkeeping: a heap of (when to look at an actor again, tie-breaker, actor),
+        # read by one reaper task. Entries go stale when an actor is used; the
+        # reaper then pushes the actor back at its new expiry (lazy deletion).
+        self._expiries: list[tuple[float, int, _Actor]] = []
+        self._tie_breaker = itertools.count()
+        self._reaper_wait = trio.CancelScope()
 
     @property
     def config(self) -> RuntimeConfig:
@@ -250,7 +262,7 @@ class Runtime:
         """The enabled modules and tools."""
         return self._registry
 
-    # ---- calling -------------------------------------------------------------
+    # ---- calling (the caller's task) -----------------------------------------
 
     async def call(self, params: Mapping[str, Any]) -> CallResult:
         """Run one tools/call-shaped call: ``{"name", "arguments", "_meta"}``.
@@ -292,36 +304,18 @@ class Runtime:
             actor = self._actors.get(key)
             if actor is None or not actor.accepting:
                 actor = await self._acquire(key, module)
-            # Touch before delivering: _deliver may checkpoint after the send.
+            # Everything from here to send_nowait is synchronous: the actor
+            # found accepting above is still accepting when the envelope lands.
             self._actors.move_to_end(key)
             actor.last_used = trio.current_time()
-            if await self._deliver(actor, envelope):
+            actor.pending += 1
+            try:
+                actor.send.send_nowait(envelope)
                 break
+            except trio.WouldBlock:
+                if await self._send_when_room(actor, envelope):
+                    break
         self._counters.calls += 1
-        return await self._await_reply(envelope)
-
-    async def _deliver(self, actor: _Actor, envelope: _Envelope) -> bool:
-        """Put `envelope` in `actor`'s mailbox; False if the actor stopped while we waited."""
-        actor.pending += 1
-        try:
-            actor.send.send_nowait(envelope)
-            return True
-        except trio.WouldBlock:
-            pass
-        try:
-            await actor.send.send(envelope)  # backpressure: wait for room
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            actor.pending -= 1
-            return False
-        except BaseException:
-            # Cancelled while waiting for room: trio's send is atomic with
-            # respect to cancellation, so the call was never accepted.
-            actor.pending -= 1
-            raise
-        return True
-
-    @staticmethod
-    async def _await_reply(envelope: _Envelope) -> CallResult:
         try:
             await envelope.done.wait()
         finally:
@@ -333,7 +327,20 @@ class Runtime:
         assert outcome is not None  # done is set only by reply()
         return outcome
 
-    # ---- actor lifecycle (router side) -------------------------------------
+    @staticmethod
+    async def _send_when_room(actor: _Actor, envelope: _Envelope) -> bool:
+        """Backpressure: wait for room in a full mailbox; False if the actor stopped meanwhile."""
+        try:
+            await actor.send.send(envelope)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            actor.pending -= 1
+            return False
+        except BaseException:
+            # Cancelled while waiting for room: trio's send is atomic with
+            # respect to cancellation, so the call was never accepted.
+            actor.pending -= 1
+            raise
+        return True
 
     async def _acquire(self, key: ActorKey, module: ToolModule[Any]) -> _Actor:
         """The accepting actor for `key`, started if need be."""
@@ -342,16 +349,15 @@ class Runtime:
                 msg = "the runtime is shutting down and takes no new calls"
                 raise RuntimeClosedError(msg)
             actor = self._actors.get(key)
+            cap = self._config.max_actors
             if actor is not None:
                 if actor.accepting:
                     return actor
                 # The key's actor is stopping; starting another now would give the
                 # key two live actors (the old one may still be in on_stop).
                 await actor.finished.wait()
-            elif (
-                self._config.max_actors is not None and len(self._actors) >= self._config.max_actors
-            ):
-                await self._make_room(self._config.max_actors)
+            elif cap is not None and len(self._actors) >= cap:
+                await self._make_room(cap)
             else:
                 return self._start(key, module)
 
@@ -362,7 +368,7 @@ class Runtime:
             if actor.accepting and actor.pending == 0:
                 self._counters.evicted += 1
                 logger.debug("evicting %s to stay within max_actors=%d", actor.key, cap)
-                actor.stop_accepting()
+                actor.retire()
                 await actor.finished.wait()
                 return
             if not actor.accepting and stopping is None:
@@ -374,20 +380,56 @@ class Runtime:
 
     def _start(self, key: ActorKey, module: ToolModule[Any]) -> _Actor:
         send, receive = trio.open_memory_channel[_Envelope](self._config.mailbox_size)
+        now = trio.current_time()
         actor = _Actor(
             key=key,
             module=module,
             ttl=self._config.ttl if module.ttl is None else module.ttl,
             send=send,
             receive=receive,
-            last_used=trio.current_time(),
+            last_used=now,
+            idle_since=now,
         )
         self._actors[key] = actor
         self._counters.started += 1
+        self._expire_at(actor, now + actor.ttl)
         self._nursery.start_soon(self._run_actor, actor, name=f"actor {key}")
         return actor
 
-    # ---- actor lifecycle (actor side) ---------------------------------------
+    # ---- TTL (the reaper task) --------------------------------------------
+
+    def _expire_at(self, actor: _Actor, when: float) -> None:
+        heapq.heappush(self._expiries, (when, next(self._tie_breaker), actor))
+        if when < self._reaper_wait.deadline:
+            self._reaper_wait.deadline = when  # wake the reaper earlier
+
+    async def _reap(self) -> None:
+        """Stop actors whose idle time reached their TTL; runs for the runtime's life."""
+        while True:
+            now = trio.current_time()
+            while self._expiries and self._expiries[0][0] <= now:
+                _, _, actor = heapq.heappop(self._expiries)
+                self._review(actor, now)
+            next_look = self._expiries[0][0] if self._expiries else math.inf
+            with trio.CancelScope(deadline=next_look) as self._reaper_wait:
+                await trio.sleep_forever()
+
+    def _review(self, actor: _Actor, now: float) -> None:
+        """Expire `actor` if it has been idle for its TTL, else look again later."""
+        if not actor.accepting:
+            return  # already stopping: its heap entry just goes away
+        if actor.pending:
+            self._expire_at(actor, now + actor.ttl)  # busy actors never expire
+            return
+        expiry = actor.idle_since + actor.ttl
+        if expiry > now:
+            self._expire_at(actor, expiry)
+            return
+        self._counters.expired += 1
+        logger.debug("actor for %s idle for %g s; stopping", actor.key, actor.ttl)
+        actor.retire()
+
+    # ---- the actor task -------------------------------------------------------
 
     async def _run_actor(self, actor: _Actor) -> None:
         key = actor.key
@@ -401,110 +443,131 @@ class Runtime:
         try:
             with actor.cancel_scope:
                 state = actor.module.state(key.context)
-                await run_hook(state, "on_start")
-                await self._serve(actor, state)
+                await run_hook(getattr(state, "on_start", None))
+                background = getattr(state, "start_background", None)
+                if background is None:
+                    await self._serve(actor, state)
+                else:
+                    await self._serve_with_background(actor, state, background)
         except Exception as exc:
             # Anything escaping the per-call handling kills only this actor:
             # its pending calls fail, the next call to the key starts afresh.
             self._counters.crashed += 1
             logger.exception("actor for %s crashed", key)
-            error = functools.partial(ActorCrashedError, key, exc)
+            error = functools.partial(ActorCrashedError, key, _sole_cause(exc))
         finally:
             actor.accepting = False
             self._counters.errors += actor.fail_pending(error)
-            if state is not _NO_STATE:
+            if state is not _NO_STATE and not actor.stopped:
                 await self._stop_state(actor, state)
             self._live_keys.discard(key)
             del self._actors[key]
             actor.finished.set()
             logger.debug("actor stopped for %s", key)
 
-    def _shutdown_error(self) -> RuntimeCallError:
+    def _shutdown_error(self) -> RuntimeClosedError:
         return RuntimeClosedError(
             "the runtime shut down before this call completed "
             f"(shutdown_grace={self._config.shutdown_grace:g} s)"
         )
 
+    async def _serve_with_background(
+        self, actor: _Actor, state: object, start: Callable[[trio.Nursery], object]
+    ) -> None:
+        """Serve a state that runs tasks of its own, in a nursery its actor owns."""
+        async with trio.open_nursery() as nursery:
+            await run_hook(functools.partial(start, nursery))
+            await self._serve(actor, state)
+            # on_stop runs while the state's tasks still live, so it can wind
+            # them down in order; whatever is left is cancelled after it.
+            await self._stop_state(actor, state)
+            nursery.cancel_scope.cancel()
+
     async def _stop_state(self, actor: _Actor, state: object) -> None:
+        actor.stopped = True
         # Shielded: on_stop releases resources (kills subprocesses, closes
         # files) and must run even when the actor was cancelled at shutdown.
         # Bounded, so a hook that hangs cannot hold shutdown forever.
         with trio.CancelScope(shield=True), trio.move_on_after(self._config.stop_timeout) as scope:
             try:
-                await run_hook(state, "on_stop")
+                await run_hook(getattr(state, "on_stop", None))
             except Exception:
                 logger.exception("on_stop of %s failed", actor.key)
         if scope.cancelled_caught:
             logger.error("on_stop of %s overran stop_timeout and was cancelled", actor.key)
 
     async def _serve(self, actor: _Actor, state: object) -> None:
+        """Serve calls until the mailbox is closed and drained."""
+        heal = getattr(state, "heal", None) if actor.module.heal_before_call else None
+        while True:
+            # One deadline scope serves many calls: its deadline is moved per
+            # call, which is far cheaper than a new cancel scope per call. Once
+            # it fires it stays cancelled, so a timeout starts a fresh one.
+            with trio.CancelScope() as deadline:
+                await self._serve_calls(actor, state, heal, deadline)
+                return
+            self._time_out(actor)
+
+    async def _serve_calls(
+        self,
+        actor: _Actor,
+        state: object,
+        heal: Callable[[], object] | None,
+        deadline: trio.CancelScope,
+    ) -> None:
+        timeout = self._timeout
         while True:
             try:
-                envelope = actor.receive.receive_nowait()
-            except trio.WouldBlock:
-                waited = await self._wait_idle(actor)
-                if waited is None:
-                    return
-                envelope = waited
+                envelope = await actor.receive.receive()
             except trio.EndOfChannel:
-                return  # shutdown: mailbox closed and drained
-            await self._handle(actor, state, envelope)
-
-    async def _wait_idle(self, actor: _Actor) -> _Envelope | None:
-        """Wait for the next call; None when the actor should stop."""
-        if not actor.accepting:
-            return None  # evicted between two calls
-        with trio.move_on_after(actor.ttl) as idle:
-            actor.idle_scope = idle
-            try:
-                return await actor.receive.receive()
-            except trio.EndOfChannel:
-                return None
-            finally:
-                actor.idle_scope = None
-        # TTL expiry or eviction. No checkpoint from here to `accepting = False`:
-        # a call accepted meanwhile is still in the mailbox and is served.
-        if not actor.accepting:
-            return None
-        try:
-            return actor.receive.receive_nowait()
-        except trio.WouldBlock:
-            pass
-        actor.accepting = False
-        self._counters.expired += 1
-        logger.debug("actor for %s idle for %g s; stopping", actor.key, actor.ttl)
-        return None
-
-    async def _handle(self, actor: _Actor, state: object, envelope: _Envelope) -> None:
-        if envelope.abandoned:
+                return  # retired (TTL, eviction, shutdown) and drained
+            if envelope.abandoned:
+                actor.pending -= 1
+                continue
+            actor.current = envelope
+            # Only code that awaits can be cancelled, so the deadline is armed
+            # for async handlers and hooks; a sync handler runs to completion.
+            armed = timeout != math.inf and (envelope.tool.is_async or heal is not None)
+            if armed:
+                deadline.deadline = trio.current_time() + timeout
+            if heal is not None:
+                await run_hook(heal)  # raising here is an actor crash: the resource is gone
+            outcome = await self._invoke(state, envelope)
+            if armed:
+                deadline.deadline = math.inf
+            if outcome.is_error:
+                self._counters.errors += 1
+            envelope.reply(outcome)
+            actor.current = None
             actor.pending -= 1
-            return
-        actor.current = envelope
-        if actor.module.heal_before_call:
-            await run_hook(state, "heal")
-        outcome = await self._invoke(state, envelope)
-        if isinstance(outcome, RuntimeCallError) or outcome.is_error:
-            self._counters.errors += 1
-        envelope.reply(outcome)
-        actor.current = None
-        actor.pending -= 1
+            actor.idle_since = trio.current_time()
 
-    async def _invoke(self, state: object, envelope: _Envelope) -> _Outcome:
-        tool = envelope.tool
-        with trio.move_on_after(self._timeout) as deadline:
-            try:
-                value = await resolve(tool.invoke(state, envelope.context, envelope.arguments))
-                return to_call_result(value, tool.full_name).stamped(tool.service)
-            except ToolError as exc:
-                return CallResult.error(str(exc)).stamped(tool.service)
-            except Exception as exc:
-                logger.exception("tool %s failed", tool.full_name)
-                message = f"tool {tool.full_name!r} failed: {type(exc).__name__}: {exc}"
-                return CallResult.error(message).stamped(tool.service)
-        assert deadline.cancelled_caught
+    def _time_out(self, actor: _Actor) -> None:
+        """The deadline fired: fail the call that overran, if it is still unanswered."""
+        envelope = actor.current
+        actor.current = None
+        if envelope is None or envelope.done.is_set():
+            return  # the call finished just as the deadline fired
         self._counters.timeouts += 1
-        key = actor_key(tool.module.name, tool.module.scope, envelope.context)
-        return CallTimeoutError(tool.full_name, key, self._timeout)
+        self._counters.errors += 1
+        envelope.reply(CallTimeoutError(envelope.tool.full_name, actor.key, self._timeout))
+        actor.pending -= 1
+        actor.idle_since = trio.current_time()
+
+    @staticmethod
+    async def _invoke(state: object, envelope: _Envelope) -> CallResult:
+        tool = envelope.tool
+        try:
+            value = tool.invoke(state, envelope.context, envelope.arguments)
+            if tool.is_async:
+                value = await value
+            return tool.result_of(value)
+        except ToolError as exc:
+            return CallResult.error(str(exc)).stamped(tool.service)
+        except Exception as exc:
+            logger.exception("tool %s failed", tool.full_name)
+            message = f"tool {tool.full_name!r} failed: {type(exc).__name__}: {exc}"
+            return CallResult.error(message).stamped(tool.service)
 
     # ---- introspection and shutdown ------------------------------------------
 
@@ -537,8 +600,7 @@ class Runtime:
         """
         self._closing = True
         for actor in list(self._actors.values()):
-            actor.accepting = False
-            actor.send.close()  # the actor drains its mailbox, then sees EndOfChannel
+            actor.retire()
         with trio.move_on_after(self._config.shutdown_grace):
             for actor in list(self._actors.values()):
                 await actor.finished.wait()
@@ -546,6 +608,18 @@ class Runtime:
             actor.cancel_scope.cancel()  # grace is over: cancel what still runs
         for actor in list(self._actors.values()):
             await actor.finished.wait()
+
+
+def _sole_cause(exc: Exception) -> Exception:
+    """The one exception inside a nursery's group, or `exc` itself."""
+    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def _run_in(scope: trio.CancelScope, task: Callable[[], Awaitable[None]]) -> None:
+    with scope:
+        await task()
 
 
 @asynccontextmanager
@@ -563,6 +637,8 @@ async def open_runtime(
     body_error: BaseException | None = None
     async with trio.open_nursery() as nursery:
         runtime = Runtime(nursery, registry, config or RuntimeConfig())
+        reaper = trio.CancelScope()
+        nursery.start_soon(_run_in, reaper, runtime._reap, name="actors reaper")
         try:
             yield runtime
         except BaseException as exc:
@@ -575,5 +651,6 @@ async def open_runtime(
             # aclose is bounded by shutdown_grace plus the stop timeouts.
             with trio.CancelScope(shield=True):
                 await runtime.aclose()
+            reaper.cancel()
     if body_error is not None:
         raise body_error

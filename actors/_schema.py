@@ -79,6 +79,8 @@ class Signature:
     """The parameter that takes the whole structured object, in the attrs-class style."""
     _copy_arguments: bool = attrs.field(repr=False)
     """Whether some value is typed Any, which cattrs passes through uncopied."""
+    _parameter_names: tuple[str, ...] = attrs.field(repr=False)
+    """The fields of `_arguments_class`, in order."""
 
     def bind(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validate and structure `arguments` into keyword arguments for the handler.
@@ -100,7 +102,8 @@ class Signature:
             raise ArgumentsError(msg) from exc
         if self._single_parameter is not None:
             return {self._single_parameter: structured}
-        return attrs.asdict(structured, recurse=False)
+        # Not attrs.asdict: this runs on every call, and the names are known.
+        return {name: getattr(structured, name) for name in self._parameter_names}
 
 
 def signature_of(handler: Callable[..., Any]) -> Signature:
@@ -163,6 +166,7 @@ def _derive(handler: Callable[..., Any]) -> Signature:
         structure=_converter.get_structure_hook(arguments_class),
         single_parameter=single_parameter,
         copy_arguments=builder.mentions_any,
+        parameter_names=tuple(field.name for field in attrs.fields(arguments_class)),
     )
 
 

@@ -127,8 +127,9 @@ class CallResult:
 
     def stamped(self, service: ServiceInfo) -> CallResult:
         """This result with every content item carrying `service`."""
-        items = tuple(attrs.evolve(item, service=service) for item in self.content)
-        return attrs.evolve(self, content=items)
+        # Built directly rather than with attrs.evolve: this runs on every call.
+        items = tuple(TextContent(item.text, service) for item in self.content)
+        return CallResult(items, self.structured_content, self.is_error)
 
     def to_wire(self) -> dict[str, Any]:
         """The MCP ``CallToolResult`` mapping (camelCase)."""

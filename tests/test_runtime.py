@@ -27,7 +27,6 @@ from actors import (
     UnknownToolError,
     open_runtime,
 )
-from actors import _runtime as runtime_internals
 from protocol import ActorKey, Scope, ToolContext
 
 if TYPE_CHECKING:
@@ -366,23 +365,18 @@ class TestTTL:
         assert stats.expired > 300, "churn never happened"
         assert stats.duplicate_actors == liveness.overlaps == 0
 
-    async def test_the_race_test_fails_without_the_mailbox_recheck(
+    async def test_the_race_test_fails_with_a_naive_reaper(
         self, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """Proof the race test can fail: stopping without re-checking the mailbox fails calls."""
+        """Proof the race test can fail: killing an actor at its TTL, calls in flight or not."""
 
-        async def wait_idle_without_recheck(
-            self: Runtime, actor: runtime_internals._Actor
-        ) -> runtime_internals._Envelope | None:
-            with trio.move_on_after(actor.ttl):
-                try:
-                    return await actor.receive.receive()
-                except trio.EndOfChannel:
-                    return None
-            actor.accepting = False
-            return None
+        def kill_when_idle_too_long(self: Runtime, actor: Any, now: float) -> None:
+            if actor.accepting and actor.idle_since + actor.ttl <= now:
+                actor.cancel_scope.cancel()  # no look at the mailbox first
+            elif actor.accepting:
+                self._expire_at(actor, actor.idle_since + actor.ttl)
 
-        monkeypatch.setattr(Runtime, "_wait_idle", wait_idle_without_recheck)
+        monkeypatch.setattr(Runtime, "_review", kill_when_idle_too_long)
         failures = 0
         async with running([box_module(Liveness())], ttl=1) as runtime:
             for round_ in range(200):
@@ -469,6 +463,88 @@ class TestFailures:
                 await runtime.call_tool("box__hang", {"__sessionId": "s"})
             assert (await append(runtime, "s", "after"))["log"] == ["after"]
             assert runtime.statistics().timeouts == 1
+
+
+@attrs.define(eq=False)
+class Ticker:
+    """A state with a background task that counts, and a record of what on_stop saw."""
+
+    ticks: int = 0
+    running_at_stop: bool | None = None
+    task_ended: trio.Event = attrs.field(factory=trio.Event)
+    fail_after: int | None = None
+
+    async def start_background(self, nursery: trio.Nursery) -> None:
+        nursery.start_soon(self._tick)
+
+    async def _tick(self) -> None:
+        try:
+            while True:
+                await trio.sleep(1)
+                self.ticks += 1
+                if self.fail_after is not None and self.ticks >= self.fail_after:
+                    raise OSError("the watched resource vanished")
+        finally:
+            self.task_ended.set()
+
+    def on_stop(self) -> None:
+        self.running_at_stop = not self.task_ended.is_set()
+
+
+def ticker_module(states: list[Ticker], fail_after: int | None = None) -> ToolModule[Ticker]:
+    def new_ticker(_context: ToolContext) -> Ticker:
+        states.append(Ticker(fail_after=fail_after if not states else None))
+        return states[-1]
+
+    module: ToolModule[Ticker] = ToolModule("ticker", new_ticker)
+
+    @module.tool
+    def ticks(state: Ticker) -> str:
+        """How many ticks the background task counted."""
+        return str(state.ticks)
+
+    return module
+
+
+class TestBackgroundTasks:
+    async def test_background_tasks_run_while_the_actor_serves(
+        self, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """A state's tasks live in its actor's nursery: they run between calls."""
+        states: list[Ticker] = []
+        async with running([ticker_module(states)]) as runtime:
+            await runtime.call_tool("ticker__ticks", {"__sessionId": "s"})
+            await trio.sleep(5.5)
+            result = await runtime.call_tool("ticker__ticks", {"__sessionId": "s"})
+        assert result.first_text == "5"
+
+    async def test_on_stop_runs_before_the_tasks_are_cancelled(
+        self, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """on_stop can wind its tasks down in order; nothing outlives the actor."""
+        states: list[Ticker] = []
+        async with running([ticker_module(states)], ttl=10) as runtime:
+            await runtime.call_tool("ticker__ticks", {"__sessionId": "s"})
+            await trio.sleep(11)
+            assert runtime.statistics().live_actors == 0
+        (state,) = states
+        assert state.running_at_stop is True
+        assert state.task_ended.is_set()
+
+    async def test_a_failing_background_task_crashes_only_its_actor(
+        self, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """The crash names the task's own exception; the next call gets a fresh actor."""
+        states: list[Ticker] = []
+        async with running([ticker_module(states, fail_after=2)]) as runtime:
+            await runtime.call_tool("ticker__ticks", {"__sessionId": "s"})
+            await trio.sleep(3)
+            stats = runtime.statistics()
+            assert (stats.crashed, stats.live_actors) == (1, 0)
+            result = await runtime.call_tool("ticker__ticks", {"__sessionId": "s"})
+        assert result.first_text == "0"
+        assert len(states) == 2
+        assert states[0].running_at_stop is False  # on_stop still ran, after the task died
 
 
 class TestCancellation:

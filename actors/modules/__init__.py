@@ -5,7 +5,11 @@
 explicitly because it runs programs.
 """
 
+from ._content_store import ContentStoreState as ContentStoreState
+from ._content_store import content_store as content_store
 from ._planning import PlanningState as PlanningState
 from ._planning import planning as planning
 from ._playbook_store import PlaybookStoreState as PlaybookStoreState
 from ._playbook_store import playbook_store as playbook_store
+from ._workspace import WorkspaceState as WorkspaceState
+from ._workspace import workspace as workspace

@@ -1,0 +1,290 @@
+"""The content_store module, driven through the runtime like a host would."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+
+from actors import ArgumentsError, RuntimeConfig, open_runtime
+from actors.modules import content_store
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from actors import Runtime
+    from protocol import CallResult
+
+
+async def call(runtime: Runtime, tool: str, session: str, **arguments: Any) -> CallResult:
+    """Call a content_store tool as session `session`."""
+    return await runtime.call_tool(f"content_store__{tool}", {**arguments, "__sessionId": session})
+
+
+async def data(runtime: Runtime, tool: str, session: str, **arguments: Any) -> dict[str, Any]:
+    """The structured data of a call that must succeed."""
+    result = await call(runtime, tool, session, **arguments)
+    assert not result.is_error, result.first_text
+    assert result.structured_content is not None
+    return dict(result.structured_content)
+
+
+async def error(runtime: Runtime, tool: str, session: str, **arguments: Any) -> str:
+    """The message of a call that must fail with a tool error."""
+    result = await call(runtime, tool, session, **arguments)
+    assert result.is_error
+    return result.first_text
+
+
+class TestIsolation:
+    async def test_a_session_lists_only_its_own_content(self) -> None:
+        """Seed 000: session 1's listing names test1.txt and not session 2's test2.txt."""
+        async with open_runtime([content_store]) as runtime:
+            await data(runtime, "add_content", "sess_1", filename="test1.txt", content="Content 1")
+            await data(runtime, "add_content", "sess_2", filename="test2.txt", content="Content 2")
+            text1 = (await call(runtime, "list_contents", "sess_1")).first_text
+            text2 = (await call(runtime, "list_contents", "sess_2")).first_text
+        assert "test1.txt" in text1
+        assert "test2.txt" not in text1
+        assert "test2.txt" in text2
+        assert "test1.txt" not in text2
+
+    async def test_concurrent_adds_each_land_in_their_own_session(self) -> None:
+        """Seed 000: three concurrent adds in three sessions leave one item in each."""
+        async with open_runtime([content_store]) as runtime:
+            async with trio.open_nursery() as nursery:
+                for n in (1, 2, 3):
+                    nursery.start_soon(
+                        functools.partial(
+                            call,
+                            runtime,
+                            "add_content",
+                            f"sess_{n}",
+                            filename=f"concurrent{n}.txt",
+                            content=f"Content {n}",
+                        )
+                    )
+            listings = [await data(runtime, "list_contents", f"sess_{n}") for n in (1, 2, 3)]
+        for n, listing in enumerate(listings, 1):
+            assert listing["count"] == 1
+            assert [item["filename"] for item in listing["items"]] == [f"concurrent{n}.txt"]
+
+    async def test_search_sees_only_its_own_session(self) -> None:
+        """A search never returns another session's documents, however well they match."""
+        async with open_runtime([content_store]) as runtime:
+            await data(runtime, "add_content", "s1", filename="trio.md", content="trio nurseries")
+            await data(runtime, "add_content", "s2", filename="other.md", content="unrelated")
+            found = await data(runtime, "search_content", "s2", query="trio nurseries")
+        assert found == {"results": [], "count": 0}
+
+    async def test_the_store_is_released_with_the_session_state(
+        self, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """After the TTL the session's state is gone, and a new call starts an empty store."""
+        async with open_runtime([content_store], RuntimeConfig(ttl=10)) as runtime:
+            first = await data(runtime, "create_store", "s1")
+            await data(runtime, "add_content", "s1", filename="a.txt", content="a")
+            await trio.sleep(11)
+            again = await data(runtime, "create_store", "s1")
+            listing = await data(runtime, "list_contents", "s1")
+        assert again["storeId"] != first["storeId"]
+        assert listing["count"] == 0
+
+
+class TestStoreAndAdd:
+    async def test_create_store_returns_the_same_id_within_a_session(self) -> None:
+        """One store per session: create_store twice gives one id; another session has its own."""
+        async with open_runtime([content_store]) as runtime:
+            first = await data(runtime, "create_store", "s1")
+            second = await data(runtime, "create_store", "s1")
+            other = await data(runtime, "create_store", "s2")
+        assert first["storeId"] == second["storeId"]
+        assert other["storeId"] != first["storeId"]
+
+    async def test_add_reports_id_and_utf8_size(self) -> None:
+        """add_content returns the new id, the filename, the UTF-8 byte size and the line count."""
+        async with open_runtime([content_store]) as runtime:
+            store = await data(runtime, "create_store", "s1")
+            added = await data(
+                runtime, "add_content", "s1", filename="인사.txt", content="안녕\nhi"
+            )
+        assert added == {
+            "id": "c1",
+            "filename": "인사.txt",
+            "size": 9,  # 안녕 is six bytes, then newline and "hi"
+            "lines": 2,
+            "storeId": store["storeId"],
+        }
+
+    async def test_adding_a_filename_again_adds_a_new_item(self) -> None:
+        """Duplicate filenames are kept as separate items with their own ids."""
+        async with open_runtime([content_store]) as runtime:
+            first = await data(runtime, "add_content", "s1", filename="a.txt", content="v1")
+            second = await data(runtime, "add_content", "s1", filename="a.txt", content="v2")
+            listing = await data(runtime, "list_contents", "s1")
+        assert first["id"] != second["id"]
+        assert listing["count"] == 2
+
+    async def test_an_empty_filename_is_refused_and_nothing_is_added(self) -> None:
+        """A blank filename is a tool error and the store stays as it was."""
+        async with open_runtime([content_store]) as runtime:
+            message = await error(runtime, "add_content", "s1", filename="  ", content="x")
+            listing = await data(runtime, "list_contents", "s1")
+        assert message == "Error: filename must not be empty"
+        assert listing == {"items": [], "count": 0}
+
+    async def test_an_empty_store_says_so(self) -> None:
+        """Listing an empty store explains how to fill it."""
+        async with open_runtime([content_store]) as runtime:
+            result = await call(runtime, "list_contents", "s1")
+        assert result.first_text == "The store is empty: add_content adds a document."
+
+
+FIVE_LINES = "one\ntwo\nthree\nfour\nfive"
+
+
+class TestRead:
+    @pytest.fixture
+    async def runtime(self) -> AsyncIterator[Runtime]:
+        async with open_runtime([content_store]) as runtime:
+            await data(runtime, "add_content", "s1", filename="five.txt", content=FIVE_LINES)
+            await data(runtime, "add_content", "s1", filename="dup.txt", content="1")
+            await data(runtime, "add_content", "s1", filename="dup.txt", content="2")
+            yield runtime
+
+    async def test_read_by_id_returns_the_whole_item(self, runtime: Runtime) -> None:
+        """Read by id: the text is the content, the data says which lines it holds."""
+        result = await call(runtime, "read_content", "s1", id="c1")
+        assert result.first_text == FIVE_LINES
+        assert result.structured_content is not None
+        assert result.structured_content["fromLine"] == 1
+        assert result.structured_content["toLine"] == 5
+
+    async def test_read_by_filename(self, runtime: Runtime) -> None:
+        """A filename that exactly one item has reads that item."""
+        result = await call(runtime, "read_content", "s1", filename="five.txt")
+        assert result.first_text == FIVE_LINES
+
+    async def test_a_line_range_is_one_based_and_inclusive(self, runtime: Runtime) -> None:
+        """from_line 2 to to_line 4 are lines two, three and four."""
+        result = await call(runtime, "read_content", "s1", id="c1", from_line=2, to_line=4)
+        assert result.first_text == "two\nthree\nfour"
+
+    async def test_an_end_past_the_last_line_is_clamped(self, runtime: Runtime) -> None:
+        """Asking for more lines than there are returns up to the last one."""
+        result = await call(runtime, "read_content", "s1", id="c1", from_line=4, to_line=100)
+        assert result.first_text == "four\nfive"
+        assert result.structured_content is not None
+        assert result.structured_content["toLine"] == 5
+
+    @pytest.mark.parametrize(
+        ("arguments", "message"),
+        [
+            ({}, "Error: give exactly one of id and filename"),
+            ({"id": "c1", "filename": "five.txt"}, "Error: give exactly one of id and filename"),
+            ({"id": "c9"}, "Error: content 'c9' not found; list_contents shows the ids"),
+            (
+                {"filename": "nope.txt"},
+                "Error: no content named 'nope.txt'; list_contents shows the filenames",
+            ),
+            (
+                {"filename": "dup.txt"},
+                "Error: 2 items are named 'dup.txt' (c2, c3); read one by id",
+            ),
+            ({"id": "c1", "from_line": 0}, "Error: from_line must be 1 or more, got 0"),
+            ({"id": "c1", "from_line": 6}, "Error: the range starts at line 6 but c1 has 5 lines"),
+            (
+                {"id": "c1", "from_line": 3, "to_line": 2},
+                "Error: to_line (2) must not be less than from_line (3)",
+            ),
+        ],
+    )
+    async def test_bad_reads_say_what_is_wrong(
+        self, runtime: Runtime, arguments: dict[str, Any], message: str
+    ) -> None:
+        """Each malformed read is a tool error naming the problem."""
+        assert await error(runtime, "read_content", "s1", **arguments) == message
+
+    async def test_a_line_number_of_the_wrong_type_is_refused_before_the_call(
+        self, runtime: Runtime
+    ) -> None:
+        """Arguments are validated strictly against the schema: "2" is no integer."""
+        with pytest.raises(ArgumentsError, match=r"\$\.from_line"):
+            await call(runtime, "read_content", "s1", id="c1", from_line="2")
+
+
+DOCUMENTS = {
+    "trio.md": "Trio nurseries give structured concurrency.\nA nursery owns its tasks.",
+    "rust.md": "Rust has ownership and borrowing.\nCargo builds crates.",
+    "cooking.md": "Boil the pasta, then add the sauce.\nServe it hot.",
+}
+
+
+class TestSearch:
+    @pytest.fixture
+    async def runtime(self) -> AsyncIterator[Runtime]:
+        async with open_runtime([content_store]) as runtime:
+            for filename, content in DOCUMENTS.items():
+                await data(runtime, "add_content", "s1", filename=filename, content=content)
+            yield runtime
+
+    async def test_the_relevant_document_ranks_first(self, runtime: Runtime) -> None:
+        """A query about nurseries puts the trio document first, with a matching snippet."""
+        found = await data(runtime, "search_content", "s1", query="nursery tasks")
+        first = found["results"][0]
+        assert first["filename"] == "trio.md"
+        assert first["snippet"] == "A nursery owns its tasks."
+        assert first["score"] > 0
+
+    async def test_only_matching_documents_are_returned(self, runtime: Runtime) -> None:
+        """Documents sharing no term with the query are left out."""
+        found = await data(runtime, "search_content", "s1", query="ownership")
+        assert [hit["filename"] for hit in found["results"]] == ["rust.md"]
+        assert found["count"] == 1
+
+    async def test_filenames_are_searched_too(self, runtime: Runtime) -> None:
+        """A document's filename is part of what BM25 ranks."""
+        found = await data(runtime, "search_content", "s1", query="cooking")
+        assert [hit["filename"] for hit in found["results"]] == ["cooking.md"]
+
+    async def test_more_occurrences_rank_higher(self) -> None:
+        """Term frequency counts: a document saying 'actor' thrice beats one saying it once."""
+        async with open_runtime([content_store]) as runtime:
+            await data(runtime, "add_content", "s1", filename="a", content="actor model here")
+            await data(runtime, "add_content", "s1", filename="b", content="actor actor actor")
+            found = await data(runtime, "search_content", "s1", query="actor")
+        assert [hit["filename"] for hit in found["results"]] == ["b", "a"]
+
+    async def test_limit_caps_the_results(self, runtime: Runtime) -> None:
+        """limit bounds how many hits come back, best first."""
+        found = await data(runtime, "search_content", "s1", query="the nursery rust", limit=2)
+        assert found["count"] == 2
+
+    async def test_the_text_lists_the_hits(self, runtime: Runtime) -> None:
+        """The text channel names each hit for a model to read."""
+        result = await call(runtime, "search_content", "s1", query="cargo")
+        assert result.first_text.startswith("1 result(s) for 'cargo':\n1. c2: rust.md (score ")
+
+    async def test_no_match_is_an_empty_result_not_an_error(self, runtime: Runtime) -> None:
+        """A query nothing matches returns zero results."""
+        result = await call(runtime, "search_content", "s1", query="kubernetes")
+        assert not result.is_error
+        assert result.first_text == "No content matches 'kubernetes'."
+        assert result.structured_content == {"results": [], "count": 0}
+
+    @pytest.mark.parametrize(
+        ("arguments", "message"),
+        [
+            ({"query": "x", "limit": 0}, "Error: limit must be between 1 and 100, got 0"),
+            ({"query": "x", "limit": 101}, "Error: limit must be between 1 and 100, got 101"),
+            ({"query": ""}, "Error: query '' has no words to search for"),
+            ({"query": " ?! "}, "Error: query ' ?! ' has no words to search for"),
+        ],
+    )
+    async def test_bad_searches_say_what_is_wrong(
+        self, runtime: Runtime, arguments: dict[str, Any], message: str
+    ) -> None:
+        """A limit out of range or a query without words is a tool error naming it."""
+        assert await error(runtime, "search_content", "s1", **arguments) == message
