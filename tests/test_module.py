@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
 
 from actors import Registry, ToolModule, UnknownToolError, open_runtime
-from actors.modules import planning, playbook_store
+from actors.modules import content_store, planning, playbook_store, workspace
 from protocol import CallResult
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def module_with(name: str, *tools: str) -> ToolModule[None]:
@@ -22,6 +25,11 @@ def module_with(name: str, *tools: str) -> ToolModule[None]:
         handler.__name__ = tool
         module.tool(handler)
     return module
+
+
+def leak(state: None, __sessionId: str) -> str:
+    """A handler that would list a context field (defined here: a class body would mangle it)."""
+    return __sessionId
 
 
 def schema_property_names(schema: Any) -> set[str]:
@@ -100,12 +108,29 @@ class TestDefinition:
             "Create a goal in the current plan and return its id."
         )
 
-    @pytest.mark.parametrize("module", [planning, playbook_store], ids=lambda m: m.name)
-    def test_no_built_in_schema_lists_a_context_field(self, module: ToolModule[Any]) -> None:
+    def test_no_built_in_schema_lists_a_context_field(self, tmp_path: Path) -> None:
         """Invariant 6: schemas never list `__` fields, at any depth (seed 000 §10.3)."""
-        for tool in module.tools.values():
+        registry = Registry([planning, playbook_store, content_store, workspace(root=tmp_path)])
+        tools = list(registry.tools())
+        assert len(tools) == 15  # 5 planning, 3 playbook, 5 content store, 2 workspace
+        for tool in tools:
             names = schema_property_names(tool.signature.input_schema)
             assert not [n for n in names if n.startswith("__")], tool.full_name
+
+    def test_the_schema_walk_would_see_a_nested_context_field(self) -> None:
+        """The walk above is not vacuous: it finds a `__` name nested in items."""
+        schema = {"properties": {"a": {"type": "array", "items": {"properties": {"__x": {}}}}}}
+        assert "__x" in schema_property_names(schema)
+
+    def test_registration_refuses_a_schema_with_a_context_field(self) -> None:
+        """A handler parameter named like a context field is refused at registration."""
+        module: ToolModule[None] = ToolModule("sneaky", lambda _context: None)
+        with pytest.raises(
+            TypeError,
+            match=r"^cannot serve leak as a tool: parameter '__sessionId': names starting "
+            r"with '__' are reserved for context fields",
+        ):
+            module.tool(leak)
 
 
 @attrs.frozen
