@@ -59,7 +59,6 @@ from protocol import (
     CallResult,
     ContextPolicy,
     ToolContext,
-    actor_key,
     parse_call,
 )
 
@@ -168,6 +167,7 @@ class _Counters:
 
 
 _Outcome = CallResult | RuntimeCallError
+_Route = tuple[str, str, str | None, str | None]  # module, then Scope.parts()
 _NO_STATE = object()  # the state factory has not run (or raised)
 
 
@@ -192,6 +192,7 @@ class _Actor:
     """The task that owns one key's state, and the router's handle on it."""
 
     key: ActorKey
+    route: _Route
     module: ToolModule[Any]
     ttl: float
     send: trio.MemorySendChannel[_Envelope]
@@ -240,7 +241,7 @@ class Runtime:
         self._nursery = nursery
         self._registry = registry
         self._config = config
-        self._actors: OrderedDict[ActorKey, _Actor] = OrderedDict()  # least recently used first
+        self._actors: OrderedDict[_Route, _Actor] = OrderedDict()  # least recently used first
         self._live_keys: set[ActorKey] = set()  # maintained by the actor tasks themselves
         self._counters = _Counters()
         self._closing = False
@@ -298,15 +299,17 @@ class Runtime:
         self, tool: Tool, context: ToolContext, arguments: dict[str, Any]
     ) -> CallResult:
         module = tool.module
-        key = actor_key(module.name, module.scope, context)
+        # The routing table is keyed by a plain tuple of the key's parts: the
+        # ActorKey object is built only when an actor starts, not per call.
+        route = (module.name, *module.scope.parts(context))
         envelope = _Envelope(tool, context, arguments)
         while True:
-            actor = self._actors.get(key)
+            actor = self._actors.get(route)
             if actor is None or not actor.accepting:
-                actor = await self._acquire(key, module)
+                actor = await self._acquire(route, module)
             # Everything from here to send_nowait is synchronous: the actor
             # found accepting above is still accepting when the envelope lands.
-            self._actors.move_to_end(key)
+            self._actors.move_to_end(route)
             actor.last_used = trio.current_time()
             actor.pending += 1
             try:
@@ -342,13 +345,13 @@ class Runtime:
             raise
         return True
 
-    async def _acquire(self, key: ActorKey, module: ToolModule[Any]) -> _Actor:
-        """The accepting actor for `key`, started if need be."""
+    async def _acquire(self, route: _Route, module: ToolModule[Any]) -> _Actor:
+        """The accepting actor for `route`, started if need be."""
         while True:
             if self._closing:
                 msg = "the runtime is shutting down and takes no new calls"
                 raise RuntimeClosedError(msg)
-            actor = self._actors.get(key)
+            actor = self._actors.get(route)
             cap = self._config.max_actors
             if actor is not None:
                 if actor.accepting:
@@ -359,7 +362,7 @@ class Runtime:
             elif cap is not None and len(self._actors) >= cap:
                 await self._make_room(cap)
             else:
-                return self._start(key, module)
+                return self._start(route, module)
 
     async def _make_room(self, cap: int) -> None:
         """Evict the least recently used idle actor and wait for it to finish."""
@@ -378,11 +381,14 @@ class Runtime:
             raise CapacityError(msg)
         await stopping.finished.wait()  # a slot frees up when it finishes
 
-    def _start(self, key: ActorKey, module: ToolModule[Any]) -> _Actor:
+    def _start(self, route: _Route, module: ToolModule[Any]) -> _Actor:
+        name, session, assistant, thread = route
+        key = ActorKey(name, ToolContext(session, assistant, thread))
         send, receive = trio.open_memory_channel[_Envelope](self._config.mailbox_size)
         now = trio.current_time()
         actor = _Actor(
             key=key,
+            route=route,
             module=module,
             ttl=self._config.ttl if module.ttl is None else module.ttl,
             send=send,
@@ -390,7 +396,7 @@ class Runtime:
             last_used=now,
             idle_since=now,
         )
-        self._actors[key] = actor
+        self._actors[route] = actor
         self._counters.started += 1
         self._expire_at(actor, now + actor.ttl)
         self._nursery.start_soon(self._run_actor, actor, name=f"actor {key}")
@@ -461,7 +467,7 @@ class Runtime:
             if state is not _NO_STATE and not actor.stopped:
                 await self._stop_state(actor, state)
             self._live_keys.discard(key)
-            del self._actors[key]
+            del self._actors[actor.route]
             actor.finished.set()
             logger.debug("actor stopped for %s", key)
 

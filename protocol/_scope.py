@@ -26,13 +26,21 @@ class Scope(enum.Enum):
     SESSION_ASSISTANT_THREAD = "session+assistant+thread"
     """One state per (session, assistant, thread)."""
 
+    def parts(self, context: ToolContext) -> tuple[str, str | None, str | None]:
+        """(session, assistant, thread) of `context`, with the parts outside this scope None.
+
+        Equal parts mean equal projections; a router may key by this tuple
+        instead of building a `ToolContext` per call.
+        """
+        if self is Scope.SESSION_ASSISTANT_THREAD:
+            return (context.session_id, context.assistant_id, context.thread_id)
+        if self is Scope.SESSION_ASSISTANT:
+            return (context.session_id, context.assistant_id, None)
+        return (context.session_id, None, None)
+
     def project(self, context: ToolContext) -> ToolContext:
         """Return `context` with the parts outside this scope set to ``None``."""
-        if self is Scope.SESSION_ASSISTANT_THREAD:
-            return context
-        if self is Scope.SESSION_ASSISTANT:
-            return ToolContext(context.session_id, context.assistant_id)
-        return ToolContext(context.session_id)
+        return ToolContext(*self.parts(context))
 
 
 @final

@@ -55,6 +55,14 @@ class TestProjection:
         for scope in Scope:
             assert scope.project(scope.project(context)) == scope.project(context)
 
+    @given(contexts, contexts)
+    def test_parts_are_equal_exactly_when_projections_are(
+        self, a: ToolContext, b: ToolContext
+    ) -> None:
+        """A router keying by Scope.parts() separates exactly what ActorKey separates."""
+        for scope in Scope:
+            assert (scope.parts(a) == scope.parts(b)) == (scope.project(a) == scope.project(b))
+
     def test_key_renders_readably(self) -> None:
         """Keys print as module(session=..., ...) in logs and errors."""
         key = ActorKey("planning", ToolContext("s1", "a1"))
