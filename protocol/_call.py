@@ -33,11 +33,16 @@ class ParsedCall:
 _EMPTY: Mapping[str, Any] = {}
 
 
+def _is_mapping(value: object) -> bool:
+    # A dict is the usual case; the Mapping ABC check costs several times more.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _mapping_field(params: Mapping[str, Any], field: str) -> Mapping[str, Any]:
     value = params.get(field)
     if value is None:
         return _EMPTY
-    if not isinstance(value, Mapping):
+    if not _is_mapping(value):
         msg = f"{field!r} must be an object, got {type(value).__name__}"
         raise CallFormatError(msg)
     return value
@@ -50,7 +55,7 @@ def parse_call(params: Mapping[str, Any], policy: ContextPolicy = DEFAULT_POLICY
     `extract_context` for the rules. Raises `CallFormatError` for a malformed
     mapping and `ContextError` for a bad context field. `params` is not mutated.
     """
-    if not isinstance(params, Mapping):
+    if not _is_mapping(params):
         msg = f"a tool call must be an object, got {type(params).__name__}"
         raise CallFormatError(msg)
     name = params.get("name")
