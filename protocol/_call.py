@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, final
+from typing import Any, TypeGuard, final
 
 import attrs
 
@@ -33,7 +33,7 @@ class ParsedCall:
 _EMPTY: Mapping[str, Any] = {}
 
 
-def _is_mapping(value: object) -> bool:
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
     # A dict is the usual case; the Mapping ABC check costs several times more.
     return type(value) is dict or isinstance(value, Mapping)
 
