@@ -11,23 +11,31 @@ time, in the order they were accepted, runs the handler against the state it
 alone holds, and replies. Bad input is refused before anything is sent, so it
 never reaches an actor.
 
-Why no call is lost and no key has two actors
----------------------------------------------
-Trio is cooperative: code between two checkpoints runs without interruption.
-The router relies on that in three places.
+Why no call is lost, none is reordered, and no key has two states
+-----------------------------------------------------------------
+Trio is cooperative: code between two checkpoints runs without interruption,
+and the router relies on that.
 
-* Finding an accepting actor and putting an envelope in its mailbox
-  (``send_nowait``) happen with no checkpoint in between, so an actor cannot
-  stop between the two.
-* An idle actor whose TTL fires looks at its mailbox once more and, finding it
-  empty, marks itself not accepting in the same step. From then on no caller
-  sends to it; a caller that finds it stopping waits for it to finish (its
-  ``on_stop`` hook included) before starting the key's next actor. An actor
-  leaves the routing table only once it has finished, so a key never has two
-  live actors, and the runtime checks this on every start
-  (``statistics().duplicate_actors`` must stay zero).
-* A caller blocked on a full mailbox is woken with ClosedResourceError if the
-  actor stops; its envelope was never accepted, so it simply routes again.
+* A caller never waits to deliver (unless the mailbox is full). It takes the
+  key's accepting actor from the routing table, or registers a new one, and
+  puts its envelope in that actor's mailbox with no checkpoint in between. A
+  key's calls therefore enter one FIFO in arrival order.
+* An actor stops by *retiring*: it stops accepting and its mailbox is closed
+  in one synchronous step. Closing a send channel never drops what it holds,
+  so calls accepted before are still served. The reaper retires an actor only
+  when it has no pending call and has been idle for its TTL; eviction retires
+  only idle actors.
+* A call for a key whose actor is stopping registers a successor at once and
+  queues in the successor's mailbox. The successor's task creates the state
+  only after its predecessor has finished, ``on_stop`` included, so a key
+  never has two live states; the runtime checks this every time a state is
+  created (``statistics().duplicate_actors`` must stay zero). Waiting for
+  room under ``max_actors`` happens in the same place, after the calls are
+  already queued in order.
+* A caller blocked on a full mailbox whose actor then crashes (or shuts down)
+  is woken with ClosedResourceError; its envelope was never accepted, so it
+  routes again. This is the one case where calls can change order: the
+  crash failed the calls queued before them.
 
 Cancellation
 ------------
@@ -199,8 +207,10 @@ class _Actor:
     receive: trio.MemoryReceiveChannel[_Envelope]
     last_used: float
     idle_since: float
+    predecessor: _Actor | None = None  # the key's previous actor, maybe still stopping
     pending: int = 0
     accepting: bool = True
+    holds_state: bool = False  # counted against max_actors, from room found to finish
     stopped: bool = False  # on_stop has run
     current: _Envelope | None = None
     cancel_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
@@ -222,7 +232,7 @@ class _Actor:
             self.current.reply(error())
             failed += 1
         self.current = None
-        self.send.close()  # callers blocked on a full mailbox route again
+        self.send.close()  # callers blocked on a full mailbox route again (see _route)
         while True:
             try:
                 envelope = self.receive.receive_nowait()
@@ -241,8 +251,11 @@ class Runtime:
         self._nursery = nursery
         self._registry = registry
         self._config = config
-        self._actors: OrderedDict[_Route, _Actor] = OrderedDict()  # least recently used first
-        self._live_keys: set[ActorKey] = set()  # maintained by the actor tasks themselves
+        # The routing table: each key's newest actor, least recently used first.
+        self._actors: OrderedDict[_Route, _Actor] = OrderedDict()
+        self._running: set[_Actor] = set()  # every actor task, routed or still stopping
+        self._holding = 0  # actors holding a state, counted against max_actors
+        self._live_keys: set[ActorKey] = set()  # keys with a state, kept by the actor tasks
         self._counters = _Counters()
         self._closing = False
         self._timeout = math.inf if config.call_timeout is None else config.call_timeout
@@ -304,11 +317,15 @@ class Runtime:
         route = (module.name, *module.scope.parts(context))
         envelope = _Envelope(tool, context, arguments)
         while True:
+            if self._closing:
+                msg = "the runtime is shutting down and takes no new calls"
+                raise RuntimeClosedError(msg)
             actor = self._actors.get(route)
             if actor is None or not actor.accepting:
-                actor = await self._acquire(route, module)
+                actor = self._start(route, module, predecessor=actor)
             # Everything from here to send_nowait is synchronous: the actor
-            # found accepting above is still accepting when the envelope lands.
+            # found accepting above is still accepting when the envelope lands,
+            # so a key's calls enter its mailbox, a FIFO, in arrival order.
             self._actors.move_to_end(route)
             actor.last_used = trio.current_time()
             actor.pending += 1
@@ -345,43 +362,37 @@ class Runtime:
             raise
         return True
 
-    async def _acquire(self, route: _Route, module: ToolModule[Any]) -> _Actor:
-        """The accepting actor for `route`, started if need be."""
-        while True:
-            if self._closing:
-                msg = "the runtime is shutting down and takes no new calls"
-                raise RuntimeClosedError(msg)
-            actor = self._actors.get(route)
-            cap = self._config.max_actors
-            if actor is not None:
-                if actor.accepting:
-                    return actor
-                # The key's actor is stopping; starting another now would give the
-                # key two live actors (the old one may still be in on_stop).
-                await actor.finished.wait()
-            elif cap is not None and len(self._actors) >= cap:
-                await self._make_room(cap)
-            else:
-                return self._start(route, module)
+    async def _make_room(self, actor: _Actor) -> None:
+        """Wait until `actor` may hold a state under max_actors, evicting idle actors.
 
-    async def _make_room(self, cap: int) -> None:
-        """Evict the least recently used idle actor and wait for it to finish."""
-        stopping: _Actor | None = None
-        for actor in self._actors.values():
-            if actor.accepting and actor.pending == 0:
+        Raises CapacityError when every state-holding actor is busy.
+        """
+        cap = self._config.max_actors
+        while cap is not None and self._holding >= cap:
+            victim = next(
+                (
+                    a
+                    for a in self._actors.values()
+                    if a.accepting and a.holds_state and not a.pending
+                ),
+                None,
+            )
+            if victim is not None:
                 self._counters.evicted += 1
-                logger.debug("evicting %s to stay within max_actors=%d", actor.key, cap)
-                actor.retire()
-                await actor.finished.wait()
-                return
-            if not actor.accepting and stopping is None:
-                stopping = actor
-        if stopping is None:
-            msg = f"all {cap} live actors are busy; raise max_actors or retry later"
-            raise CapacityError(msg)
-        await stopping.finished.wait()  # a slot frees up when it finishes
+                logger.debug("evicting %s to stay within max_actors=%d", victim.key, cap)
+                victim.retire()
+                await victim.finished.wait()
+                continue
+            stopping = next((a for a in self._running if a.holds_state and not a.accepting), None)
+            if stopping is None:
+                msg = f"all {cap} live actors are busy; raise max_actors or retry later"
+                raise CapacityError(msg)
+            await stopping.finished.wait()  # a slot frees up when it finishes
+        self._holding += 1
+        actor.holds_state = True
 
-    def _start(self, route: _Route, module: ToolModule[Any]) -> _Actor:
+    def _start(self, route: _Route, module: ToolModule[Any], predecessor: _Actor | None) -> _Actor:
+        """Route `route` to a new actor now; its task sets up the state when it may."""
         name, session, assistant, thread = route
         key = ActorKey(name, ToolContext(session, assistant, thread))
         send, receive = trio.open_memory_channel[_Envelope](self._config.mailbox_size)
@@ -395,8 +406,10 @@ class Runtime:
             receive=receive,
             last_used=now,
             idle_since=now,
+            predecessor=predecessor,
         )
-        self._actors[route] = actor
+        self._actors[route] = actor  # a stopping predecessor keeps running off the table
+        self._running.add(actor)
         self._counters.started += 1
         self._expire_at(actor, now + actor.ttl)
         self._nursery.start_soon(self._run_actor, actor, name=f"actor {key}")
@@ -439,15 +452,11 @@ class Runtime:
 
     async def _run_actor(self, actor: _Actor) -> None:
         key = actor.key
-        if key in self._live_keys:
-            self._counters.duplicate_actors += 1
-            logger.error("BUG: a second actor started for %s while one was live", key)
-        self._live_keys.add(key)
-        logger.debug("actor started for %s", key)
         state: object = _NO_STATE
         error: Callable[[], RuntimeCallError] = self._shutdown_error
         try:
             with actor.cancel_scope:
+                await self._activate(actor)
                 state = actor.module.state(key.context)
                 await run_hook(getattr(state, "on_start", None))
                 background = getattr(state, "start_background", None)
@@ -455,6 +464,8 @@ class Runtime:
                     await self._serve(actor, state)
                 else:
                     await self._serve_with_background(actor, state, background)
+        except CapacityError as exc:
+            error = functools.partial(CapacityError, str(exc))
         except Exception as exc:
             # Anything escaping the per-call handling kills only this actor:
             # its pending calls fail, the next call to the key starts afresh.
@@ -466,10 +477,32 @@ class Runtime:
             self._counters.errors += actor.fail_pending(error)
             if state is not _NO_STATE and not actor.stopped:
                 await self._stop_state(actor, state)
-            self._live_keys.discard(key)
-            del self._actors[actor.route]
-            actor.finished.set()
+            self._release(actor)
             logger.debug("actor stopped for %s", key)
+
+    async def _activate(self, actor: _Actor) -> None:
+        """Wait until `actor` may hold its key's state: alone, and within max_actors."""
+        if actor.predecessor is not None:
+            # Calls already queue in this actor's mailbox, in arrival order; the
+            # state waits until the key's previous actor has fully stopped.
+            await actor.predecessor.finished.wait()
+            actor.predecessor = None
+        await self._make_room(actor)
+        if actor.key in self._live_keys:
+            self._counters.duplicate_actors += 1
+            logger.error("BUG: a second state for %s while one was live", actor.key)
+        self._live_keys.add(actor.key)
+        logger.debug("actor started for %s", actor.key)
+
+    def _release(self, actor: _Actor) -> None:
+        """Forget a finished actor and wake whoever waits for it."""
+        if actor.holds_state:
+            self._live_keys.discard(actor.key)
+            self._holding -= 1
+        if self._actors.get(actor.route) is actor:  # not when a successor took its place
+            del self._actors[actor.route]
+        self._running.discard(actor)
+        actor.finished.set()
 
     def _shutdown_error(self) -> RuntimeClosedError:
         return RuntimeClosedError(
@@ -581,7 +614,7 @@ class Runtime:
         """A snapshot of the counters and the live actor count."""
         c = self._counters
         return RuntimeStatistics(
-            live_actors=len(self._actors),
+            live_actors=len(self._running),
             started=c.started,
             expired=c.expired,
             evicted=c.evicted,
@@ -593,7 +626,7 @@ class Runtime:
         )
 
     def actors(self) -> tuple[ActorInfo, ...]:
-        """A snapshot of every live actor, least recently used first."""
+        """A snapshot of each key's current actor, least recently used first."""
         return tuple(
             ActorInfo(actor.key, actor.last_used, actor.pending, actor.accepting)
             for actor in self._actors.values()
@@ -605,14 +638,14 @@ class Runtime:
         Called by `open_runtime` on exit; safe to call more than once.
         """
         self._closing = True
-        for actor in list(self._actors.values()):
+        for actor in list(self._running):
             actor.retire()
         with trio.move_on_after(self._config.shutdown_grace):
-            for actor in list(self._actors.values()):
+            for actor in list(self._running):
                 await actor.finished.wait()
-        for actor in list(self._actors.values()):
+        for actor in list(self._running):
             actor.cancel_scope.cancel()  # grace is over: cancel what still runs
-        for actor in list(self._actors.values()):
+        for actor in list(self._running):
             await actor.finished.wait()
 
 

@@ -265,6 +265,47 @@ class TestOrder:
             assert results["v5"]["log"] == ["first", *order]
             assert max(r["most_running"] for r in results.values()) == 1
 
+    async def test_calls_arriving_while_the_actor_stops_keep_their_order(
+        self, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """Calls that find the key's actor in on_stop are served by its successor in order."""
+        liveness = Liveness()
+        async with running([box_module(liveness)], ttl=1) as runtime:
+            await append(runtime, "s", "first")
+            await trio.sleep(1.0005)  # expired; on_stop takes 1 ms, so it is stopping now
+            assert runtime.statistics().expired == 1
+            assert liveness.live  # still in on_stop
+            results: dict[str, dict[str, Any]] = {}
+
+            async def call(value: str) -> None:
+                results[value] = await append(runtime, "s", value)
+
+            order = [f"c{i}" for i in range(8)]
+            async with trio.open_nursery() as nursery:
+                for value in order:
+                    nursery.start_soon(call, value)
+                    await trio.testing.wait_all_tasks_blocked()
+            assert results["c7"]["log"] == order
+            assert liveness.overlaps == runtime.statistics().duplicate_actors == 0
+
+    async def test_calls_waiting_for_room_keep_their_order(self) -> None:
+        """Calls for a new key queue in order while its actor waits for an eviction."""
+        gates = {"held": Gate()}
+        async with running([box_module(Liveness(), gates=gates)], max_actors=1) as runtime:
+            await append(runtime, "idle", "x")
+            results: dict[str, dict[str, Any]] = {}
+
+            async def call(value: str) -> None:
+                results[value] = await append(runtime, "new", value)
+
+            order = [f"c{i}" for i in range(8)]
+            async with trio.open_nursery() as nursery:
+                for value in order:
+                    nursery.start_soon(call, value)
+                    await trio.testing.wait_all_tasks_blocked()
+            assert results["c7"]["log"] == order
+            assert runtime.statistics().evicted == 1
+
     async def test_a_slow_key_does_not_delay_other_keys(self) -> None:
         """Invariant 7: a held call on one key leaves other keys fully served."""
         gates = {"held": Gate()}
