@@ -169,6 +169,20 @@ async def read(runtime: Runtime, session: str) -> list[str]:
     return list(result.structured_content["log"])
 
 
+async def arrive_one_by_one(runtime: Runtime, session: str, values: list[str]) -> list[str]:
+    """Start one concurrent append per value, each blocked before the next; the final log."""
+    logs: list[list[str]] = []
+
+    async def call(value: str) -> None:
+        logs.append((await append(runtime, session, value))["log"])
+
+    async with trio.open_nursery() as nursery:
+        for value in values:
+            nursery.start_soon(call, value)
+            await trio.testing.wait_all_tasks_blocked()
+    return max(logs, key=len)
+
+
 class TestRouting:
     async def test_each_session_has_its_own_state(self) -> None:
         """Calls with different keys reach different states (invariant 2, the seed's test)."""
@@ -275,17 +289,8 @@ class TestOrder:
             await trio.sleep(1.0005)  # expired; on_stop takes 1 ms, so it is stopping now
             assert runtime.statistics().expired == 1
             assert liveness.live  # still in on_stop
-            results: dict[str, dict[str, Any]] = {}
-
-            async def call(value: str) -> None:
-                results[value] = await append(runtime, "s", value)
-
             order = [f"c{i}" for i in range(8)]
-            async with trio.open_nursery() as nursery:
-                for value in order:
-                    nursery.start_soon(call, value)
-                    await trio.testing.wait_all_tasks_blocked()
-            assert results["c7"]["log"] == order
+            assert await arrive_one_by_one(runtime, "s", order) == order
             assert liveness.overlaps == runtime.statistics().duplicate_actors == 0
 
     async def test_calls_waiting_for_room_keep_their_order(self) -> None:
@@ -293,17 +298,8 @@ class TestOrder:
         gates = {"held": Gate()}
         async with running([box_module(Liveness(), gates=gates)], max_actors=1) as runtime:
             await append(runtime, "idle", "x")
-            results: dict[str, dict[str, Any]] = {}
-
-            async def call(value: str) -> None:
-                results[value] = await append(runtime, "new", value)
-
             order = [f"c{i}" for i in range(8)]
-            async with trio.open_nursery() as nursery:
-                for value in order:
-                    nursery.start_soon(call, value)
-                    await trio.testing.wait_all_tasks_blocked()
-            assert results["c7"]["log"] == order
+            assert await arrive_one_by_one(runtime, "new", order) == order
             assert runtime.statistics().evicted == 1
 
     async def test_a_slow_key_does_not_delay_other_keys(self) -> None:
