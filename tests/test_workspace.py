@@ -7,6 +7,7 @@ autojump clock.
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import shutil
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from actors import RuntimeConfig, open_runtime
+from actors import RuntimeClosedError, RuntimeConfig, open_runtime
 from actors.modules import workspace
 
 if TYPE_CHECKING:
@@ -39,6 +40,15 @@ def python(code: str) -> str:
 PRINT_PID_AND_SLEEP = "import os, time; print(os.getpid(), flush=True); time.sleep(60)"
 IGNORE_SIGTERM_AND_SLEEP = (
     "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); " + PRINT_PID_AND_SLEEP
+)
+# These report their pid in a file of the session's directory, so that a test
+# learns it without calling the session (a rename makes the file appear whole).
+WRITE_PID = (
+    "import os, time; open('pid.tmp', 'w').write(str(os.getpid())); os.replace('pid.tmp', 'pid')"
+)
+WRITE_PID_AND_SLEEP = WRITE_PID + "; time.sleep(60)"
+WRITE_PID_AND_WAIT_FOR_GO = (
+    WRITE_PID + "\nwhile not os.path.exists('go'):\n    time.sleep(0.01)\nprint('done')"
 )
 
 
@@ -107,6 +117,18 @@ async def wait_until(predicate: Callable[[], bool]) -> None:
             await trio.sleep(0.02)
 
 
+async def written_pid(root: Path) -> int:
+    """The pid a WRITE_PID_* process wrote in the directory of the one session under `root`."""
+    await wait_until(lambda: any((d / "pid").exists() for d in session_directories(root)))
+    (directory,) = session_directories(root)
+    return int((directory / "pid").read_text())
+
+
+def errors_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The messages logged at ERROR or above."""
+    return [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR]
+
+
 def reaped(pid: int) -> bool:
     """Whether `pid` is gone entirely: neither running nor a zombie waiting to be reaped."""
     try:
@@ -114,6 +136,11 @@ def reaped(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
+
+
+def in_proc(pid: int) -> bool:
+    """Whether /proc lists `pid`, as it does a zombie."""
+    return Path(f"/proc/{pid}").exists()
 
 
 def session_directories(root: Path) -> list[Path]:
@@ -282,16 +309,28 @@ class TestRefusals:
 
 
 class TestLifetime:
-    async def test_a_timeout_kills_and_reaps_the_process(self, tmp_path: Path) -> None:
-        """Past its timeout the process is killed, reaped, and reported as timed_out."""
+    async def test_a_timeout_kills_and_reaps_without_another_call(self, tmp_path: Path) -> None:
+        """Past its timeout the process is killed and reaped though the session is never called."""
         async with running(tmp_path) as runtime:
-            process_id = await start(runtime, "s1", python(PRINT_PID_AND_SLEEP), timeout=0.5)
-            pid = await started_pid(runtime, "s1", process_id)
-            await trio.sleep(0.6)
+            process_id = await start(runtime, "s1", python(WRITE_PID_AND_SLEEP), timeout=0.5)
+            pid = await written_pid(tmp_path)
+            await wait_until(lambda: reaped(pid))
             polled = await data(runtime, "poll_process", "s1", processId=process_id)
-            assert reaped(pid)
         assert polled["status"] == "timed_out"
         assert polled["exitCode"] == -signal.SIGKILL
+
+    async def test_a_finished_process_is_reaped_without_a_poll(self, tmp_path: Path) -> None:
+        """No zombie waits for the session's next call: the exit is reaped when it happens."""
+        async with running(tmp_path) as runtime:
+            process_id = await start(runtime, "s1", python(WRITE_PID_AND_WAIT_FOR_GO))
+            pid = await written_pid(tmp_path)
+            assert not reaped(pid)
+            (directory,) = session_directories(tmp_path)
+            (directory / "go").touch()
+            await wait_until(lambda: reaped(pid))
+            assert not in_proc(pid)
+            polled = await data(runtime, "poll_process", "s1", processId=process_id)
+        assert (polled["status"], polled["exitCode"], polled["stdout"]) == ("exited", 0, "done\n")
 
     async def test_ttl_expiry_terminates_and_reaps(self, tmp_path: Path) -> None:
         """When the session's actor expires its processes are gone and its directory removed."""
@@ -348,6 +387,48 @@ class TestLifetime:
             child = await started_pid(runtime, "s1", await start(runtime, "s1", python(spawn)))
         # The orphaned child is reparented; it is dead once it is gone or a zombie.
         await wait_until(lambda: reaped(child) or _is_zombie(child))
+
+    async def test_shutdown_cancelling_the_watchers_mid_stop_still_reaps(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A shutdown grace shorter than on_stop's: its watchers die mid-stop, on_stop reaps."""
+        async with running(tmp_path, RuntimeConfig(shutdown_grace=0.1)) as runtime:
+            pid = await started_pid(
+                runtime, "s1", await start(runtime, "s1", python(IGNORE_SIGTERM_AND_SLEEP))
+            )
+        assert reaped(pid)
+        assert session_directories(tmp_path) == []
+        assert runtime.statistics().crashed == 0
+        assert errors_logged(caplog) == []
+
+    async def test_a_call_cut_off_at_shutdown_still_leaves_no_process(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """When shutdown cancels a busy actor, on_stop runs after its watchers and still reaps."""
+        module = workspace(root=tmp_path, allow={PYTHON})
+        module.tool(linger)
+
+        async def linger_until_shutdown(runtime: Runtime) -> None:
+            with pytest.raises(RuntimeClosedError):
+                await call(runtime, "linger", "s1", seconds=60.0)
+
+        async with trio.open_nursery() as nursery:
+            async with open_runtime([module], RuntimeConfig(shutdown_grace=0.1)) as runtime:
+                pid = await started_pid(
+                    runtime, "s1", await start(runtime, "s1", python(PRINT_PID_AND_SLEEP))
+                )
+                nursery.start_soon(linger_until_shutdown, runtime)
+                await wait_until(lambda: runtime.actors()[0].pending == 1)
+        assert reaped(pid)
+        assert session_directories(tmp_path) == []
+        assert runtime.statistics().crashed == 0
+        assert errors_logged(caplog) == []
+
+
+async def linger(state: object, seconds: float) -> str:
+    """Keep the session's actor busy for `seconds` (a test-only tool)."""
+    await trio.sleep(seconds)
+    return "done"
 
 
 def _is_zombie(pid: int) -> bool:

@@ -24,30 +24,32 @@ the directory is part of that state. A ``cwd`` argument is resolved inside it
 
 Who owns a running process
 --------------------------
-A handler must return quickly, yet a process outlives the call that started
-it, and trio's rule is that nothing outlives its nursery. The natural design,
-a nursery per state entered in ``on_start`` through an `AsyncExitStack` and
-exited in ``on_stop``, does not work with this runtime: ``on_start`` runs
-inside the actor's cancel scope and ``on_stop`` after it has closed, so the
-exit stack would close the nursery out of order and trio aborts with "cancel
-scope stack corrupted". So this module runs no task of its own:
+A process outlives the call that started it, so the session's state owns it
+and a task of the state watches it:
 
-* `trio.lowlevel.open_process` starts the program and returns at once; the
-  state holds the `trio.Process`, so the process is owned by the state and
-  through it by the session's actor.
+* `trio.lowlevel.open_process` starts the program and returns at once. The
+  runtime hands the state a nursery its actor owns (``start_background``),
+  and each process gets a *watcher* task there: it waits for the process to
+  exit, kills its group when its ``timeout`` passes (status ``timed_out``),
+  and reaps it at once, whether or not the session is ever called again.
+  ``poll_process`` only reads what the watcher recorded.
 * stdout and stderr go to anonymous temporary files (`tempfile.TemporaryFile`),
   not pipes: nobody has to drain them, so a chatty program never blocks on a
   full pipe, and the files are invisible to the commands. ``poll_process``
   reads the first ``output_cap`` bytes of each and reports ``truncated`` when
-  there was more. Once a process has finished its output is read one last
-  time and the files are closed, so only running processes hold descriptors.
-* Every call to the session first reaps processes that have finished (no
-  zombies linger past the session's next call) and kills overdue ones: a
-  ``timeout`` is enforced when the session is next called or stopped. A
-  session left idle lets an overdue process run until then, at the latest
-  until its actor's TTL expires and ``on_stop`` runs.
-* ``on_stop`` sends SIGTERM, waits up to two seconds, sends SIGKILL to what
-  is left and reaps everything, so a stopped state leaves no process behind.
+  there was more. On reaping, the output is read one last time and the files
+  are closed, so only running processes hold descriptors.
+* Exactly one party reaps a process: its watcher while the watcher runs, then
+  ``on_stop``. `trio.Process.wait` reaps with no checkpoint before it returns,
+  and the exit code is recorded with none after, so a watcher that is
+  cancelled (by ``on_stop``, or by the runtime: a crash, a shutdown past its
+  grace) has either reaped and recorded its process or left it unreaped.
+  ``on_stop`` reaps a process itself only once its watcher has exited.
+* ``on_stop`` sends SIGTERM, waits up to two seconds for the processes to be
+  reaped, sends SIGKILL to what is left and waits again, then stops the
+  watchers and closes the files. The kill and the reap after it run shielded,
+  so they happen even when the runtime's ``stop_timeout`` cuts the grace
+  short, and whether the watchers are still alive or were cancelled before.
 
 Each program starts in a new session (``start_new_session``), so it is the
 leader of its own process group and signals go to the whole group: the
@@ -104,15 +106,6 @@ def _directory_name(session_id: str) -> str:
     return f"{readable}-{digest}"
 
 
-def _signal_group(process: trio.Process, sig: signal.Signals) -> None:
-    """Signal `process`'s group, unless the process has already been reaped."""
-    # Reading returncode reaps a finished process; an unreaped leader keeps
-    # its pid (and so the group id) from being reused.
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):  # the group exited meanwhile
-            os.killpg(process.pid, sig)
-
-
 def _capture(file: IO[bytes], cap: int) -> tuple[str, bool]:
     """The first `cap` bytes written to `file`, decoded, and whether there were more."""
     # pread leaves the child's write offset alone; at most cap + 1 bytes of
@@ -130,38 +123,96 @@ class _Output:
 
 @attrs.define(eq=False)
 class _Process:
-    """One started program, its captured output and its deadline."""
+    """One started program: its captured output, its deadline and its watcher."""
 
     process: trio.Process
     stdout: IO[bytes]
     stderr: IO[bytes]
     deadline: float
     """trio.current_time() after which the process is killed; inf for none."""
+    code: int | None = None
+    """The exit code, recorded by whoever reaped the process; None until then."""
     timed_out: bool = False
     final: _Output | None = None
-    """The output once the process has finished and its files are closed."""
+    """The output once the process has been reaped and its files are closed."""
+    watcher: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    """The watcher task's scope: `stop_watching` cancels it to take the process over."""
+    unwatched: trio.Event = attrs.field(factory=trio.Event)
+    """Set when the watcher has exited; from then on only on_stop may reap the process."""
 
-    def status(self, code: int | None) -> _Status:
-        """The status for exit code `code` (None while running), read once by the caller."""
-        if code is None:
+    @property
+    def status(self) -> _Status:
+        """What poll_process reports, from the recorded exit code."""
+        if self.code is None:
             return "running"
         if self.timed_out:
             return "timed_out"
-        return "killed" if code < 0 else "exited"
+        return "killed" if self.code < 0 else "exited"
+
+    def signal(self, sig: signal.Signals) -> None:
+        """Signal the process's group, unless the process has been reaped."""
+        # Only this record's owners reap, and they record the code as they do,
+        # so `code is None` means the leader is unreaped: its pid, and so the
+        # group id, cannot have been reused by an unrelated process.
+        if self.code is None:
+            # The unreaped leader is in the group, so this should not fail; if it
+            # ever does, the group is gone, which is what the signal was for.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, sig)
 
     def output(self, cap: int) -> _Output:
+        """The first `cap` bytes of each stream so far, or the final output once reaped."""
         if self.final is not None:
             return self.final
         stdout, out_cut = _capture(self.stdout, cap)
         stderr, err_cut = _capture(self.stderr, cap)
         return _Output(stdout, stderr, out_cut or err_cut)
 
-    def finish(self, cap: int) -> None:
-        """Keep the final output and close the files; call once, after the process exited."""
+    async def reap(self, cap: int) -> None:
+        """Wait for the process to exit, reap it, record its code and keep its output.
+
+        Atomic with respect to cancellation: `trio.Process.wait` reaps with no
+        checkpoint before it returns and nothing here checkpoints after, so a
+        cancelled call leaves the process unreaped and the record unchanged.
+        """
+        self.code = await self.process.wait()
         self.final = self.output(cap)
         self.close()
 
+    async def watch(self, cap: int) -> None:
+        """Reap the process as soon as it exits, killing it at its deadline.
+
+        Runs as a background task of the state, the process's only reaper while
+        it runs; it never raises for anything the process does.
+        """
+        try:
+            with self.watcher:  # cancelled by stop_watching, or by the runtime with its nursery
+                with trio.move_on_at(self.deadline):
+                    await self.reap(cap)
+                if self.code is None:  # the deadline passed first
+                    self.timed_out = True
+                    self.signal(signal.SIGKILL)
+                    await self.reap(cap)
+        finally:
+            self.unwatched.set()
+
+    async def settle(self, cap: int) -> None:
+        """Return once the process is reaped: by its watcher while that runs, else here."""
+        await self.unwatched.wait()
+        if self.code is None:  # the watcher was cancelled before the process exited
+            await self.reap(cap)
+
+    async def stop_watching(self) -> None:
+        """Cancel the watcher, wait until it has exited, and close the files."""
+        # Waiting matters: a watcher already woken by the exit would otherwise
+        # read the files after they were closed. It exits at once, since its
+        # only checkpoints are cancellable waits for the process.
+        self.watcher.cancel()
+        await self.unwatched.wait()
+        self.close()
+
     def close(self) -> None:
+        """Close the output files (again is harmless)."""
         self.stdout.close()
         self.stderr.close()
 
@@ -182,10 +233,16 @@ class WorkspaceState:
     """The session's working directory; commands run in it or below it."""
     processes: dict[str, _Process] = attrs.field(factory=dict)
     """Process id → process, for every process started in this session."""
+    nursery: trio.Nursery | None = None
+    """Where the watchers run: the nursery the actor passed to `start_background`."""
 
     def on_start(self) -> None:
         """Create the working directory (or reuse one left by a host that crashed)."""
         self.directory.mkdir(parents=True, exist_ok=True)
+
+    def start_background(self, nursery: trio.Nursery) -> None:
+        """Keep the actor's nursery: every process started later gets its watcher there."""
+        self.nursery = nursery
 
     def heal(self) -> None:
         """Recreate the working directory if something removed it."""
@@ -195,41 +252,43 @@ class WorkspaceState:
 
     async def on_stop(self) -> None:
         """Terminate and reap every running process, close the files, delete the directory."""
-        running = [p for p in self.processes.values() if p.process.returncode is None]
+        running = [entry for entry in self.processes.values() if entry.code is None]
         try:
             for entry in running:
-                _signal_group(entry.process, signal.SIGTERM)
+                entry.signal(signal.SIGTERM)
             with trio.move_on_after(_TERM_GRACE):
                 for entry in running:
-                    await entry.process.wait()
+                    await entry.settle(self.config.output_cap)
         finally:
-            # Also when the runtime's stop_timeout cancels us mid-grace: the
-            # survivors are killed and reaped under a short shield, so no
-            # process and no zombie outlives the state.
-            for entry in running:
-                _signal_group(entry.process, signal.SIGKILL)
+            # Shielded, so that also when the runtime's stop_timeout cancels us
+            # mid-grace the survivors are killed and reaped: no process, zombie
+            # or open file outlives the state.
             with trio.CancelScope(shield=True):
-                with trio.move_on_after(_REAP_TIMEOUT):
-                    for entry in running:
-                        await entry.process.wait()
-                for entry in self.processes.values():
-                    if entry.final is None:
-                        entry.close()
+                await self._kill(running)
                 remove = functools.partial(shutil.rmtree, self.directory, ignore_errors=True)
                 await trio.to_thread.run_sync(remove)  # a big tree must not stall other actors
 
-    async def sweep(self) -> None:
-        """Kill processes past their deadline and keep the output of finished ones."""
-        now = trio.current_time()
-        for entry in self.processes.values():
-            if entry.final is not None:
-                continue
-            if now >= entry.deadline and entry.process.returncode is None:
-                entry.timed_out = True
-                _signal_group(entry.process, signal.SIGKILL)
-                await entry.process.wait()
-            if entry.process.returncode is not None:
-                entry.finish(self.config.output_cap)
+    async def _kill(self, running: list[_Process]) -> None:
+        """SIGKILL what is left of `running`, reap it, then stop the watchers."""
+        for entry in running:
+            entry.signal(signal.SIGKILL)
+        with trio.move_on_after(_REAP_TIMEOUT):
+            for entry in running:
+                await entry.settle(self.config.output_cap)
+        for entry in running:
+            if entry.code is None:  # in uninterruptible sleep, say; nothing more we can do
+                logger.error("process %d survived SIGKILL; leaving it unreaped", entry.process.pid)
+            await entry.stop_watching()
+
+    def background(self) -> trio.Nursery:
+        """The nursery for watchers; RuntimeError if the runtime never provided one."""
+        if self.nursery is None:
+            msg = (
+                "WorkspaceState has no nursery for its process watchers: run it in an "
+                "actors runtime, which calls start_background after on_start"
+            )
+            raise RuntimeError(msg)
+        return self.nursery
 
     def get(self, process_id: str) -> _Process:
         """The process `process_id` of this session; ToolError if it has none by that id."""
@@ -270,7 +329,7 @@ class WorkspaceState:
 
     def check_capacity(self) -> None:
         """Refuse a new process while the session already runs the maximum."""
-        running = sum(1 for entry in self.processes.values() if entry.final is None)
+        running = sum(1 for entry in self.processes.values() if entry.code is None)
         if running >= _MAX_RUNNING:
             msg = (
                 f"Error: this session already runs {running} processes (the limit); "
@@ -309,7 +368,7 @@ def _deadline(timeout: float | None) -> float:
 
 async def _spawn(argv: list[str], cwd: Path) -> tuple[trio.Process, IO[bytes], IO[bytes]]:
     """Start `argv` in `cwd` with its output going to two anonymous files."""
-    stdout = tempfile.TemporaryFile()  # noqa: SIM115 -- owned by the _Process record, closed in finish/on_stop
+    stdout = tempfile.TemporaryFile()  # noqa: SIM115 -- owned by the _Process record, closed once reaped or on stop
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 -- as above
     try:
         process = await trio.lowlevel.open_process(
@@ -411,7 +470,7 @@ async def execute_command(
     timeout: Annotated[float | None, "Seconds after which the process is killed."] = None,  # noqa: ASYNC109
 ) -> CallResult:
     """Start a program in the background; poll_process reads its status and output."""
-    await state.sweep()
+    nursery = state.background()  # before spawning: a process must never lack its watcher
     argv = _parse(command)
     state.check_program(argv)
     directory = state.working_directory(cwd)
@@ -422,22 +481,23 @@ async def execute_command(
     except OSError as exc:
         raise _spawn_error(argv[0], exc) from None
     process_id = state.new_id()
-    state.processes[process_id] = _Process(process, stdout, stderr, deadline)
+    entry = _Process(process, stdout, stderr, deadline)
+    state.processes[process_id] = entry
+    # No checkpoint since the spawn, so the process cannot be left without its reaper.
+    nursery.start_soon(entry.watch, state.config.output_cap, name=f"watch {process_id}")
     data: dict[str, Any] = {"processId": process_id, "status": "running"}
     return CallResult.both(f"Started {process_id}: {shlex.join(argv)}", data)
 
 
-async def poll_process(
+def poll_process(
     state: WorkspaceState,
     processId: Annotated[str, "The id execute_command returned."],  # the seeds' wire name
 ) -> CallResult:
     """Report a process's status, exit code and captured output (first output_cap bytes)."""
-    await state.sweep()
     entry = state.get(processId)
-    # The process may exit at any moment: read its code once, and the output
-    # after it, so an "exited" status always comes with the complete output.
-    code = entry.process.returncode
-    status = entry.status(code)
+    # Synchronous, so the watcher cannot record the exit between these reads:
+    # an "exited" status always comes with the final, complete output.
+    code, status = entry.code, entry.status
     output = entry.output(state.config.output_cap)
     data: dict[str, Any] = {
         "processId": processId,
