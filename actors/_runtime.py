@@ -213,8 +213,21 @@ class _Actor:
     holds_state: bool = False  # counted against max_actors, from room found to finish
     stopped: bool = False  # on_stop has run
     current: _Envelope | None = None
-    cancel_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    cancelled: bool = False  # the runtime cancelled it (shutdown_grace is over)
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)  # the current cancellable part
     finished: trio.Event = attrs.field(factory=trio.Event)
+
+    def cancel(self) -> None:
+        """Cancel whatever the actor is doing now, and anything it starts later."""
+        self.cancelled = True
+        self.scope.cancel()
+
+    def cancellable(self) -> trio.CancelScope:
+        """A fresh scope for the next phase, already cancelled if the actor was."""
+        self.scope = trio.CancelScope()
+        if self.cancelled:
+            self.scope.cancel()
+        return self.scope
 
     def retire(self) -> None:
         """Take no more calls; the actor serves what its mailbox holds, then stops.
@@ -451,17 +464,26 @@ class Runtime:
     # ---- the actor task -------------------------------------------------------
 
     async def _run_actor(self, actor: _Actor) -> None:
+        # Shielded: only the runtime cancels an actor (aclose, once
+        # shutdown_grace is over), so cancelling the code around open_runtime
+        # does not cut accepted calls short.
+        with trio.CancelScope(shield=True):
+            await self._live(actor)
+
+    async def _live(self, actor: _Actor) -> None:
         key = actor.key
         state: object = _NO_STATE
         error: Callable[[], RuntimeCallError] = self._shutdown_error
         try:
-            with actor.cancel_scope:
+            with actor.cancellable():
                 await self._activate(actor)
                 state = actor.module.state(key.context)
                 await run_hook(getattr(state, "on_start", None))
+            if state is not _NO_STATE:
                 background = getattr(state, "start_background", None)
                 if background is None:
-                    await self._serve(actor, state)
+                    with actor.cancellable():
+                        await self._serve(actor, state)
                 else:
                     await self._serve_with_background(actor, state, background)
         except CapacityError as exc:
@@ -513,14 +535,21 @@ class Runtime:
     async def _serve_with_background(
         self, actor: _Actor, state: object, start: Callable[[trio.Nursery], object]
     ) -> None:
-        """Serve a state that runs tasks of its own, in a nursery its actor owns."""
+        """Serve a state that runs tasks of its own, in a nursery its actor owns.
+
+        The nursery sits outside the actor's cancellable scope, so however
+        serving ends (drained, cancelled at shutdown, crashed) on_stop runs
+        while the state's tasks still live and can wind them down in order;
+        what is left is cancelled after it. If a task fails, the actor crashes.
+        """
         async with trio.open_nursery() as nursery:
-            await run_hook(functools.partial(start, nursery))
-            await self._serve(actor, state)
-            # on_stop runs while the state's tasks still live, so it can wind
-            # them down in order; whatever is left is cancelled after it.
-            await self._stop_state(actor, state)
-            nursery.cancel_scope.cancel()
+            try:
+                with actor.cancellable():
+                    await run_hook(functools.partial(start, nursery))
+                    await self._serve(actor, state)
+            finally:
+                await self._stop_state(actor, state)
+                nursery.cancel_scope.cancel()
 
     async def _stop_state(self, actor: _Actor, state: object) -> None:
         actor.stopped = True
@@ -644,7 +673,7 @@ class Runtime:
             for actor in list(self._running):
                 await actor.finished.wait()
         for actor in list(self._running):
-            actor.cancel_scope.cancel()  # grace is over: cancel what still runs
+            actor.cancel()  # grace is over: cancel what still runs
         for actor in list(self._running):
             await actor.finished.wait()
 

@@ -40,6 +40,7 @@ class Liveness:
     live: set[ActorKey] = attrs.field(factory=set)
     overlaps: int = 0
     stopped: list[ActorKey] = attrs.field(factory=list)
+    final_logs: dict[ActorKey, list[str]] = attrs.field(factory=dict)
 
     def started(self, key: ActorKey) -> None:
         if key in self.live:
@@ -67,6 +68,7 @@ class Box:
 
     async def on_stop(self) -> None:
         await trio.sleep(0.001)  # a stop that takes time widens any race with restarts
+        self.liveness.final_logs[self.key] = list(self.log)
         self.liveness.ended(self.key)
 
     def heal(self) -> None:
@@ -138,6 +140,13 @@ def box_module(
         """Never return."""
         await trio.sleep_forever()
         raise AssertionError("unreachable")
+
+    @module.tool
+    async def nap(state: Box, seconds: float) -> str:
+        """Sleep, then log that the nap completed."""
+        await trio.sleep(seconds)
+        state.log.append("napped")
+        return "rested"
 
     @module.tool
     def break_state(state: Box) -> str:
@@ -409,7 +418,7 @@ class TestTTL:
 
         def kill_when_idle_too_long(self: Runtime, actor: Any, now: float) -> None:
             if actor.accepting and actor.idle_since + actor.ttl <= now:
-                actor.cancel_scope.cancel()  # no look at the mailbox first
+                actor.cancel()  # no look at the mailbox first
             elif actor.accepting:
                 self._expire_at(actor, actor.idle_since + actor.ttl)
 
@@ -540,6 +549,12 @@ def ticker_module(states: list[Ticker], fail_after: int | None = None) -> ToolMo
         """How many ticks the background task counted."""
         return str(state.ticks)
 
+    @module.tool
+    async def nap(state: Ticker, seconds: float) -> str:
+        """Sleep."""
+        await trio.sleep(seconds)
+        return "rested"
+
     return module
 
 
@@ -567,6 +582,27 @@ class TestBackgroundTasks:
         (state,) = states
         assert state.running_at_stop is True
         assert state.task_ended.is_set()
+
+    async def test_tasks_outlive_a_call_cancelled_at_shutdown_until_on_stop_ran(
+        self, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """When the grace period cancels a running call, on_stop still sees the tasks alive."""
+        states: list[Ticker] = []
+        outcome: list[str] = []
+
+        async def nap(runtime: Runtime) -> None:
+            try:
+                await runtime.call_tool("ticker__nap", {"seconds": 60, "__sessionId": "s"})
+            except RuntimeClosedError:
+                outcome.append("closed")
+
+        async with trio.open_nursery() as nursery:
+            async with running([ticker_module(states)], shutdown_grace=1) as runtime:
+                nursery.start_soon(nap, runtime)
+                await trio.testing.wait_all_tasks_blocked()
+        assert outcome == ["closed"]
+        assert states[0].running_at_stop is True
+        assert states[0].task_ended.is_set()
 
     async def test_a_failing_background_task_crashes_only_its_actor(
         self, autojump_clock: trio.testing.MockClock
@@ -735,6 +771,16 @@ class TestShutdown:
         assert len(outcome) == 1
         assert "shut down before this call completed (shutdown_grace=2 s)" in str(outcome[0])
         assert liveness.live == set()
+
+    async def test_cancelling_the_block_from_outside_still_honours_the_grace(
+        self, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """Cancelling the code around the runtime does not cut an accepted call short."""
+        liveness = Liveness()
+        with trio.move_on_after(1):
+            async with running([box_module(liveness)], shutdown_grace=10) as runtime:
+                await runtime.call_tool("box__nap", {"seconds": 3, "__sessionId": "s"})
+        assert liveness.final_logs == {ActorKey("box", ToolContext("s")): ["napped"]}
 
     @staticmethod
     async def _release_later(gate: Gate) -> None:
