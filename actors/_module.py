@@ -144,6 +144,11 @@ class ToolModule(Generic[StateT]):
             raise ValueError(msg)
 
     @property
+    def has_async_tools(self) -> bool:
+        """Whether any tool's handler is a coroutine function (a deadline can act on it)."""
+        return any(tool.is_async for tool in self._tools.values())
+
+    @property
     def tools(self) -> Mapping[str, Tool]:
         """The module's tools by base name."""
         return self._tools

@@ -381,7 +381,8 @@ class Runtime:
         Raises CapacityError when every state-holding actor is busy.
         """
         cap = self._config.max_actors
-        while cap is not None and self._holding >= cap:
+        assert cap is not None
+        while self._holding >= cap:
             victim = next(
                 (
                     a
@@ -408,7 +409,11 @@ class Runtime:
         """Route `route` to a new actor now; its task sets up the state when it may."""
         name, session, assistant, thread = route
         key = ActorKey(name, ToolContext(session, assistant, thread))
-        send, receive = trio.open_memory_channel[_Envelope](self._config.mailbox_size)
+        # Not open_memory_channel[_Envelope](...): the subscripted form goes
+        # through typing's generic alias and costs more than the rest of _start.
+        send: trio.MemorySendChannel[_Envelope]
+        receive: trio.MemoryReceiveChannel[_Envelope]
+        send, receive = trio.open_memory_channel(self._config.mailbox_size)
         now = trio.current_time()
         actor = _Actor(
             key=key,
@@ -425,7 +430,7 @@ class Runtime:
         self._running.add(actor)
         self._counters.started += 1
         self._expire_at(actor, now + actor.ttl)
-        self._nursery.start_soon(self._run_actor, actor, name=f"actor {key}")
+        self._nursery.start_soon(self._run_actor, actor)
         return actor
 
     # ---- TTL (the reaper task) --------------------------------------------
@@ -473,19 +478,18 @@ class Runtime:
     async def _live(self, actor: _Actor) -> None:
         key = actor.key
         state: object = _NO_STATE
+        background: Callable[[trio.Nursery], object] | None = None
         error: Callable[[], RuntimeCallError] = self._shutdown_error
         try:
             with actor.cancellable():
                 await self._activate(actor)
                 state = actor.module.state(key.context)
                 await run_hook(getattr(state, "on_start", None))
-            if state is not _NO_STATE:
                 background = getattr(state, "start_background", None)
                 if background is None:
-                    with actor.cancellable():
-                        await self._serve(actor, state)
-                else:
-                    await self._serve_with_background(actor, state, background)
+                    await self._serve(actor, state)
+            if background is not None:
+                await self._serve_with_background(actor, state, background)
         except CapacityError as exc:
             error = functools.partial(CapacityError, str(exc))
         except Exception as exc:
@@ -509,7 +513,11 @@ class Runtime:
             # state waits until the key's previous actor has fully stopped.
             await actor.predecessor.finished.wait()
             actor.predecessor = None
-        await self._make_room(actor)
+        if self._config.max_actors is None:
+            self._holding += 1
+            actor.holds_state = True
+        else:
+            await self._make_room(actor)
         if actor.key in self._live_keys:
             self._counters.duplicate_actors += 1
             logger.error("BUG: a second state for %s while one was live", actor.key)
@@ -553,12 +561,15 @@ class Runtime:
 
     async def _stop_state(self, actor: _Actor, state: object) -> None:
         actor.stopped = True
+        on_stop = getattr(state, "on_stop", None)
+        if on_stop is None:
+            return
         # Shielded: on_stop releases resources (kills subprocesses, closes
         # files) and must run even when the actor was cancelled at shutdown.
         # Bounded, so a hook that hangs cannot hold shutdown forever.
         with trio.CancelScope(shield=True), trio.move_on_after(self._config.stop_timeout) as scope:
             try:
-                await run_hook(getattr(state, "on_stop", None))
+                await run_hook(on_stop)
             except Exception:
                 logger.exception("on_stop of %s failed", actor.key)
         if scope.cancelled_caught:
@@ -567,6 +578,9 @@ class Runtime:
     async def _serve(self, actor: _Actor, state: object) -> None:
         """Serve calls until the mailbox is closed and drained."""
         heal = getattr(state, "heal", None) if actor.module.heal_before_call else None
+        if self._timeout == math.inf or not (heal or actor.module.has_async_tools):
+            await self._serve_calls(actor, state, heal, None)  # nothing a deadline could cancel
+            return
         while True:
             # One deadline scope serves many calls: its deadline is moved per
             # call, which is far cheaper than a new cancel scope per call. Once
@@ -581,7 +595,7 @@ class Runtime:
         actor: _Actor,
         state: object,
         heal: Callable[[], object] | None,
-        deadline: trio.CancelScope,
+        deadline: trio.CancelScope | None,
     ) -> None:
         timeout = self._timeout
         while True:
@@ -595,13 +609,15 @@ class Runtime:
             actor.current = envelope
             # Only code that awaits can be cancelled, so the deadline is armed
             # for async handlers and hooks; a sync handler runs to completion.
-            armed = timeout != math.inf and (envelope.tool.is_async or heal is not None)
+            armed = deadline is not None and (envelope.tool.is_async or heal is not None)
             if armed:
+                assert deadline is not None
                 deadline.deadline = trio.current_time() + timeout
             if heal is not None:
                 await run_hook(heal)  # raising here is an actor crash: the resource is gone
             outcome = await self._invoke(state, envelope)
             if armed:
+                assert deadline is not None
                 deadline.deadline = math.inf
             if outcome.is_error:
                 self._counters.errors += 1
