@@ -11,31 +11,16 @@ import trio
 from actors import ArgumentsError, RuntimeConfig, open_runtime
 from actors.modules import content_store
 
+from ._calls import ModuleCalls
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from actors import Runtime
-    from protocol import CallResult
 
 
-async def call(runtime: Runtime, tool: str, session: str, **arguments: Any) -> CallResult:
-    """Call a content_store tool as session `session`."""
-    return await runtime.call_tool(f"content_store__{tool}", {**arguments, "__sessionId": session})
-
-
-async def data(runtime: Runtime, tool: str, session: str, **arguments: Any) -> dict[str, Any]:
-    """The structured data of a call that must succeed."""
-    result = await call(runtime, tool, session, **arguments)
-    assert not result.is_error, result.first_text
-    assert result.structured_content is not None
-    return dict(result.structured_content)
-
-
-async def error(runtime: Runtime, tool: str, session: str, **arguments: Any) -> str:
-    """The message of a call that must fail with a tool error."""
-    result = await call(runtime, tool, session, **arguments)
-    assert result.is_error
-    return result.first_text
+_calls = ModuleCalls("content_store")
+call, data, error = _calls.call, _calls.data, _calls.error
 
 
 class TestIsolation:

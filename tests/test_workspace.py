@@ -23,11 +23,12 @@ import trio
 from actors import RuntimeClosedError, RuntimeConfig, open_runtime
 from actors.modules import workspace
 
+from ._calls import ModuleCalls
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
     from actors import Runtime
-    from protocol import CallResult
 
 PYTHON = Path(sys.executable).name
 
@@ -62,24 +63,8 @@ async def running(
         yield runtime
 
 
-async def call(runtime: Runtime, tool: str, session: str, **arguments: Any) -> CallResult:
-    """Call a workspace tool as session `session`."""
-    return await runtime.call_tool(f"workspace__{tool}", {**arguments, "__sessionId": session})
-
-
-async def data(runtime: Runtime, tool: str, session: str, **arguments: Any) -> dict[str, Any]:
-    """The structured data of a call that must succeed."""
-    result = await call(runtime, tool, session, **arguments)
-    assert not result.is_error, result.first_text
-    assert result.structured_content is not None
-    return dict(result.structured_content)
-
-
-async def error(runtime: Runtime, tool: str, session: str, **arguments: Any) -> str:
-    """The message of a call that must fail with a tool error."""
-    result = await call(runtime, tool, session, **arguments)
-    assert result.is_error
-    return result.first_text
+_calls = ModuleCalls("workspace")
+call, data, error = _calls.call, _calls.data, _calls.error
 
 
 async def start(runtime: Runtime, session: str, command: str, **arguments: Any) -> str:

@@ -1,0 +1,39 @@
+"""Calling one module's tools as a session, for the module test files."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from actors import Runtime
+    from protocol import CallResult
+
+
+@attrs.frozen
+class ModuleCalls:
+    """`call`, `data` and `error` for the tools of module `module`."""
+
+    module: str
+
+    async def call(self, runtime: Runtime, tool: str, session: str, **arguments: Any) -> CallResult:
+        """Call `module__tool` as session `session`."""
+        return await runtime.call_tool(
+            f"{self.module}__{tool}", {**arguments, "__sessionId": session}
+        )
+
+    async def data(
+        self, runtime: Runtime, tool: str, session: str, **arguments: Any
+    ) -> dict[str, Any]:
+        """The structured data of a call that must succeed."""
+        result = await self.call(runtime, tool, session, **arguments)
+        assert not result.is_error, result.first_text
+        assert result.structured_content is not None
+        return dict(result.structured_content)
+
+    async def error(self, runtime: Runtime, tool: str, session: str, **arguments: Any) -> str:
+        """The message of a call that must fail with a tool error."""
+        result = await self.call(runtime, tool, session, **arguments)
+        assert result.is_error
+        return result.first_text
