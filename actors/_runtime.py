@@ -604,6 +604,7 @@ class Runtime:
             except trio.EndOfChannel:
                 return  # retired (TTL, eviction, shutdown) and drained
             if envelope.abandoned:
+                del envelope  # as below: nothing of a call outlives it
                 actor.pending -= 1
                 continue
             actor.current = envelope
@@ -622,6 +623,9 @@ class Runtime:
             if outcome.is_error:
                 self._counters.errors += 1
             envelope.reply(outcome)
+            # Drop the references before waiting again: an idle actor must not
+            # keep its last call's arguments and result alive until its TTL.
+            del envelope, outcome
             actor.current = None
             actor.pending -= 1
             actor.idle_since = trio.current_time()

@@ -5,7 +5,9 @@ Time-dependent tests run on trio's autojump clock, so they never sleep for real.
 
 from __future__ import annotations
 
+import gc
 import random
+import weakref
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +29,7 @@ from actors import (
     UnknownToolError,
     open_runtime,
 )
-from protocol import ActorKey, Scope, ToolContext
+from protocol import ActorKey, CallResult, Scope, ToolContext
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
@@ -706,6 +708,23 @@ class TestBounds:
                 ):
                     await append(runtime, "other", "x")
                 gates["held"].release.set()
+
+    async def test_an_idle_actor_keeps_nothing_of_its_last_call(self) -> None:
+        """Invariant 5: a call's arguments and result are released when it is answered."""
+        module: ToolModule[None] = ToolModule("big", lambda _context: None)
+
+        @module.tool
+        def make(state: None, marker: str) -> CallResult:
+            """Return a result the test can watch."""
+            return CallResult.text(marker)
+
+        async with running([module]) as runtime:
+            result = await runtime.call_tool("big__make", {"marker": "m", "__sessionId": "s"})
+            watched = weakref.ref(result)
+            del result
+            gc.collect()
+            assert runtime.statistics().live_actors == 1
+            assert watched() is None
 
     @pytest.mark.parametrize(
         ("field", "value", "message"),

@@ -1,0 +1,28 @@
+"""The benchmark and stress harness: ``python -m benchmarks``.
+
+Every scenario runs the runtime beside its baselines in one process, the
+contenders interleaved round by round (A, B, C, A, B, C, ...), and reports the
+median of the rounds with their spread, each figure beside its target:
+
+* ``call_path`` — a no-op ``Runtime.call_tool`` against a bare trio task per
+  key (the design's floor), a dict of states behind per-key ``trio.Lock`` (the
+  seeds' design) and a direct function call;
+* ``activation`` — actors started per second, first call against warm call;
+* ``memory`` — heap and RSS per idle actor, and what TTL expiry gives back,
+  one fresh subprocess per size;
+* ``churn`` — a TTL near zero under load: no lost, wrong or duplicated call;
+* ``isolation`` — interleaved sessions through the ``planning`` module: no
+  leaked goal, while the seeds' ``switch_context`` design leaks;
+* ``mcp`` — skipped until the MCP server exists;
+* ``peers`` — the same keyed call through Ray and pykka, when installed.
+
+A number never makes the harness fail: it reports. `run_suite` is the entry
+point for programs (the tests use it with the ``tiny`` sizes).
+"""
+
+from ._report import Figure as Figure
+from ._report import Report as Report
+from ._suite import PRESETS as PRESETS
+from ._suite import SCENARIOS as SCENARIOS
+from ._suite import Sizes as Sizes
+from ._suite import run_suite as run_suite

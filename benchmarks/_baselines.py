@@ -1,0 +1,263 @@
+"""What the runtime is measured against, and the tool module every design serves.
+
+Every design runs the same handler against the same kind of state, so the
+differences measured are the designs' own:
+
+* `ChannelFloor` — the floor of the runtime's design: one bare trio task per
+  key, fed by a memory channel, answering through an Event. No parsing, no
+  validation, no result type, no deadline: what an actor costs at the least.
+* `LockedDict` — the seeds' design done right: one dict of states, a
+  ``trio.Lock`` per key, the handler run in the caller's task.
+* `DirectCall` — the handler called directly: the cost of the work itself.
+* `SwitchContext` — the seeds' bug: one global current context that each call
+  switches before running its handler (see the `isolation` scenario).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, final
+
+import trio
+
+from actors import ToolModule
+from protocol import Scope, ToolContext
+
+__all__ = [
+    "ChannelFloor",
+    "DirectCall",
+    "KeyState",
+    "LiveStates",
+    "LockedDict",
+    "SwitchContext",
+    "bench_module",
+    "noop",
+    "whoami",
+]
+
+Handler = Callable[["KeyState"], str]
+
+
+class KeyState:
+    """The state of one key: just its name, so that a reply can prove which state served it."""
+
+    __slots__ = ("key", "tracker")
+
+    def __init__(self, key: str, tracker: LiveStates | None = None) -> None:
+        self.key = key
+        self.tracker = tracker
+        if tracker is not None:
+            tracker.started(key)
+
+    def on_stop(self) -> None:
+        """The runtime's stop hook: tell the tracker this key's state is gone."""
+        if self.tracker is not None:
+            self.tracker.stopped(self.key)
+
+
+def noop(state: KeyState) -> str:
+    """Do nothing and say so."""
+    return "ok"
+
+
+def whoami(state: KeyState) -> str:
+    """Return the key of the state that served the call."""
+    return state.key
+
+
+@final
+class LiveStates:
+    """Our own check of "one live actor per key": states register on start, leave on stop."""
+
+    __slots__ = ("_live", "duplicates", "unknown_stops")
+
+    def __init__(self) -> None:
+        self._live: set[str] = set()
+        self.duplicates = 0
+        """States created while another state of the same key was live."""
+        self.unknown_stops = 0
+        """Stops of a state that was not registered (a double stop)."""
+
+    def started(self, key: str) -> None:
+        """Register a new state for `key`, flagging a second live one."""
+        if key in self._live:
+            self.duplicates += 1
+        self._live.add(key)
+
+    def stopped(self, key: str) -> None:
+        """Forget `key`'s state."""
+        if key not in self._live:
+            self.unknown_stops += 1
+        self._live.discard(key)
+
+    @property
+    def live(self) -> int:
+        """States started and not yet stopped."""
+        return len(self._live)
+
+
+def bench_module(
+    name: str = "bench", *, ttl: float | None = None, tracker: LiveStates | None = None
+) -> ToolModule[KeyState]:
+    """A session-scoped module with the `noop` and `whoami` tools over `KeyState`."""
+
+    def state(context: ToolContext) -> KeyState:
+        return KeyState(context.session_id, tracker)
+
+    module = ToolModule(name, state, scope=Scope.SESSION, ttl=ttl)
+    module.tool(noop)
+    module.tool(whoami)
+    return module
+
+
+@final
+class _Request:
+    """One call to a `ChannelFloor` actor and the slot of its reply."""
+
+    __slots__ = ("done", "value")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.value: object = None
+
+
+@final
+class ChannelFloor:
+    """One bare trio task per key: a memory channel in, an Event back.
+
+    With a `ttl`, an idle task stops after that many seconds, serving what
+    reached its mailbox meanwhile first, as the runtime does; without one it
+    is the plainest possible loop.
+    """
+
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        handler: Handler,
+        *,
+        ttl: float | None = None,
+        mailbox: int = 64,
+    ) -> None:
+        self._nursery = nursery
+        self._handler = handler
+        self._ttl = ttl
+        self._mailbox = mailbox
+        self._mailboxes: dict[str, trio.MemorySendChannel[_Request]] = {}
+
+    @property
+    def live(self) -> int:
+        """Tasks running now."""
+        return len(self._mailboxes)
+
+    async def call(self, key: str) -> object:
+        """Send a request to `key`'s task (started on first use) and wait for the reply."""
+        send = self._mailboxes.get(key)
+        if send is None:
+            send, receive = trio.open_memory_channel[_Request](self._mailbox)
+            self._mailboxes[key] = send
+            serve = self._serve if self._ttl is None else self._serve_until_idle
+            self._nursery.start_soon(serve, key, receive)
+        request = _Request()
+        try:
+            send.send_nowait(request)
+        except trio.WouldBlock:
+            await send.send(request)
+        await request.done.wait()
+        return request.value
+
+    async def _serve(self, key: str, receive: trio.MemoryReceiveChannel[_Request]) -> None:
+        state = KeyState(key)
+        async for request in receive:
+            request.value = self._handler(state)
+            request.done.set()
+
+    async def _serve_until_idle(
+        self, key: str, receive: trio.MemoryReceiveChannel[_Request]
+    ) -> None:
+        state = KeyState(key)
+        ttl = math.inf if self._ttl is None else self._ttl
+        while True:
+            request: _Request | None = None
+            with trio.move_on_after(ttl):
+                request = await receive.receive()
+            if request is None:
+                try:
+                    request = receive.receive_nowait()
+                except trio.WouldBlock:
+                    del self._mailboxes[key]  # no checkpoint since the check: nothing is lost
+                    return
+            request.value = self._handler(state)
+            request.done.set()
+
+
+@final
+class LockedDict:
+    """The seeds' design done right: a dict of states, one ``trio.Lock`` per key."""
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
+        self._entries: dict[str, tuple[trio.Lock, KeyState]] = {}
+
+    async def call(self, key: str) -> object:
+        """Run the handler on `key`'s state in the caller's task, holding the key's lock."""
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = (trio.Lock(), KeyState(key))
+        lock, state = entry
+        async with lock:
+            return self._handler(state)
+
+
+@final
+class DirectCall:
+    """The handler called directly on a dict of states: the cost of the work itself."""
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
+        self._states: dict[str, KeyState] = {}
+
+    def call(self, key: str) -> object:
+        """Run the handler on `key`'s state."""
+        state = self._states.get(key)
+        if state is None:
+            state = self._states[key] = KeyState(key)
+        return self._handler(state)
+
+
+@final
+class SwitchContext:
+    """The seeds' design: a global current context, switched before every call.
+
+    `call_tool` first switches the context (a request of its own, so a
+    checkpoint), then runs the handler, which reads the current context,
+    awaits a checkpoint (any I/O) and then writes into the state it found. A
+    concurrent call switching in between makes the write land in — or the
+    read come from — another context's state.
+    """
+
+    def __init__(self, module: ToolModule[Any]) -> None:
+        self._module = module
+        self._current: ToolContext | None = None
+        self._states: dict[ToolContext, object] = {}
+
+    async def switch_context(self, context: ToolContext) -> None:
+        """Make `context` the current one for every later call."""
+        self._current = context
+        await trio.lowlevel.checkpoint()
+
+    async def call_tool(self, context: ToolContext, tool: str, arguments: Mapping[str, Any]) -> str:
+        """Switch to `context`, then run `tool` against the current context's state."""
+        await self.switch_context(context)
+        handler = self._module.tools[tool].handler
+        state = self._current_state()
+        await trio.lowlevel.checkpoint()
+        return str(handler(state, **arguments))
+
+    def _current_state(self) -> object:
+        assert self._current is not None, "switch_context runs first"
+        key = self._module.scope.project(self._current)
+        state = self._states.get(key)
+        if state is None:
+            state = self._states[key] = self._module.state(key)
+        return state

@@ -1,0 +1,180 @@
+"""The scenarios, their sizes, and running a selection of them into a `Report`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final, final
+
+import attrs
+
+from ._activation import run_activation
+from ._call_path import run_call_path
+from ._churn import run_churn
+from ._isolation import run_isolation
+from ._measure import Progress
+from ._memory import run_memory
+from ._peers import run_peers
+from ._report import Report, ScenarioResult
+
+__all__ = ["PRESETS", "SCENARIOS", "Sizes", "run_suite", "stderr_progress"]
+
+
+@final
+@attrs.frozen
+class Sizes:
+    """How big each scenario runs."""
+
+    name: str
+    """The preset's name."""
+    rounds: int
+    """Interleaved rounds per measurement."""
+    call_keys: tuple[int, ...]
+    """call_path: key counts."""
+    call_callers: tuple[int, ...]
+    """call_path: concurrent caller counts."""
+    calls_per_batch: int
+    """call_path: calls per design per batch."""
+    activation_keys: int
+    """activation: fresh keys per round, called by many callers."""
+    activation_callers: int
+    """activation: how many."""
+    activation_latency_keys: int
+    """activation: fresh keys per round, called by one caller (first and warm latency)."""
+    memory_actors: tuple[int, ...]
+    """memory: idle actor counts."""
+    memory_heap_max: int
+    """memory: the largest count also measured under tracemalloc (it is slow)."""
+    memory_baseline_max: int
+    """memory: the largest count the floor is measured at."""
+    churn_calls: int
+    """churn: calls per round."""
+    churn_keys: int
+    """churn: keys the calls spread over."""
+    churn_callers: int
+    """churn: concurrent callers."""
+    isolation_contexts: tuple[int, int, int]
+    """isolation: sessions, assistants, threads."""
+    isolation_goals: int
+    """isolation: goals each context creates."""
+    peer_keys: int
+    """peers: keys (pykka starts a thread for each)."""
+    peer_calls: int
+    """peers: calls per batch."""
+    peer_callers: int
+    """peers: calls in flight with many callers."""
+
+
+TINY: Final = Sizes(
+    name="tiny",
+    rounds=2,
+    call_keys=(1, 10),
+    call_callers=(1, 10),
+    calls_per_batch=100,
+    activation_keys=100,
+    activation_callers=10,
+    activation_latency_keys=20,
+    memory_actors=(200,),
+    memory_heap_max=200,
+    memory_baseline_max=200,
+    churn_calls=400,
+    churn_keys=10,
+    churn_callers=20,
+    isolation_contexts=(2, 2, 2),
+    isolation_goals=3,
+    peer_keys=5,
+    peer_calls=40,
+    peer_callers=10,
+)
+QUICK: Final = Sizes(
+    name="quick",
+    rounds=5,
+    call_keys=(1, 100, 10_000),
+    call_callers=(1, 100),
+    calls_per_batch=2_000,
+    activation_keys=3_000,
+    activation_callers=100,
+    activation_latency_keys=500,
+    memory_actors=(1_000, 10_000, 100_000),
+    memory_heap_max=10_000,
+    memory_baseline_max=10_000,
+    churn_calls=5_000,
+    churn_keys=100,
+    churn_callers=100,
+    isolation_contexts=(4, 3, 3),
+    isolation_goals=5,
+    peer_keys=100,
+    peer_calls=400,
+    peer_callers=100,
+)
+FULL: Final = Sizes(
+    name="full",
+    rounds=5,
+    call_keys=(1, 100, 10_000, 100_000),
+    call_callers=(1, 10, 100, 1_000),
+    calls_per_batch=10_000,
+    activation_keys=20_000,
+    activation_callers=100,
+    activation_latency_keys=2_000,
+    memory_actors=(1_000, 10_000, 100_000, 1_000_000),
+    memory_heap_max=100_000,
+    memory_baseline_max=100_000,
+    churn_calls=50_000,
+    churn_keys=1_000,
+    churn_callers=200,
+    isolation_contexts=(10, 5, 4),
+    isolation_goals=10,
+    peer_keys=1_000,
+    peer_calls=3_000,
+    peer_callers=100,
+)
+PRESETS: Final = {sizes.name: sizes for sizes in (TINY, QUICK, FULL)}
+"""The sizes by name: ``tiny`` (the tests), ``quick`` (the default), ``full``."""
+
+Scenario = Callable[[Sizes, Progress], ScenarioResult]
+
+
+def _skip_mcp(_sizes: Sizes, _progress: Progress) -> ScenarioResult:
+    return ScenarioResult("mcp", notes=("skipped: requires the MCP server (issue 4)",))
+
+
+SCENARIOS: Final[Mapping[str, Scenario]] = {
+    "call_path": run_call_path,
+    "activation": run_activation,
+    "memory": run_memory,
+    "churn": run_churn,
+    "isolation": run_isolation,
+    "mcp": _skip_mcp,
+    "peers": run_peers,
+}
+"""Every scenario by name, in the order a full run takes them."""
+
+
+def stderr_progress() -> Progress:
+    """Progress lines on stderr, each with the seconds since the start."""
+    began = time.perf_counter()
+
+    def progress(line: str) -> None:
+        print(f"[{time.perf_counter() - began:6.1f}s] {line}", file=sys.stderr, flush=True)
+
+    return progress
+
+
+def run_suite(sizes: Sizes, only: Iterable[str] = (), progress: Progress | None = None) -> Report:
+    """Run the scenarios named in `only` (every one when empty) at `sizes`."""
+    chosen = list(only) or list(SCENARIOS)
+    unknown = [name for name in chosen if name not in SCENARIOS]
+    if unknown:
+        msg = (
+            f"unknown scenario {', '.join(map(repr, unknown))}; choose from {', '.join(SCENARIOS)}"
+        )
+        raise ValueError(msg)
+    report = progress or stderr_progress()
+    began = time.perf_counter()
+    results = []
+    for name in SCENARIOS:  # the canonical order, whatever order they were asked in
+        if name in chosen:
+            report(f"{name}: starting")
+            results.append(SCENARIOS[name](sizes, report))
+    return Report(sizes.name, tuple(results), time.perf_counter() - began)

@@ -1,0 +1,203 @@
+"""The benchmark harness (benchmarks/): every scenario runs at tiny sizes and reports soundly.
+
+No timing is asserted here — a number never fails the harness — only the
+report's shape and the correctness counters, which must hold at any size.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import math
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from benchmarks import PRESETS, SCENARIOS, Figure, Report, run_suite
+from benchmarks.__main__ import main
+from benchmarks._measure import Batch, Stats, drive, percentile
+from benchmarks._peers import run_peers
+from benchmarks._report import INSTALL_HINT
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+FIELDS = ("scenario", "name", "value", "unit", "target", "meets")
+PEERS_INSTALLED = any(importlib.util.find_spec(peer) for peer in ("ray", "pykka"))
+
+
+@pytest.fixture(scope="module")
+def report() -> Report:
+    """One tiny run of every scenario, shared by the tests below."""
+    return run_suite(PRESETS["tiny"], progress=lambda _line: None)
+
+
+def figures_of(report: Report, scenario: str, contains: str) -> list[Figure]:
+    found = [f for f in report.figures if f.scenario == scenario and contains in f.name]
+    assert found, f"no {scenario} figure whose name contains {contains!r}"
+    return found
+
+
+class TestReportShape:
+    def test_every_scenario_ran(self, report: Report) -> None:
+        """Each scenario appears in the report, in the canonical order."""
+        assert [s.name for s in report.scenarios] == list(SCENARIOS)
+
+    def test_every_figure_has_the_required_fields(self, report: Report) -> None:
+        """Figures carry scenario, name, value, unit, target and whether the target is met."""
+        assert report.figures
+        for data in report.to_json()["figures"]:
+            assert set(FIELDS) <= set(data)
+            assert isinstance(data["value"], int | float) or data["value"] is None
+            assert (data["target"] is None) == (data["meets"] is None)
+
+    def test_targets_are_judged(self, report: Report) -> None:
+        """A figure with a target says whether its value meets it."""
+        judged = [f for f in report.figures if f.target is not None]
+        assert judged
+        assert all(isinstance(f.meets, bool) for f in judged)
+
+    def test_json_is_written_and_loadable(self, report: Report, tmp_path: Path) -> None:
+        """The JSON file holds the figures, the machine and the versions."""
+        path = tmp_path / "results.json"
+        report.write_json(path)
+        data = json.loads(path.read_text())
+        assert len(data["figures"]) == len(report.figures)
+        assert {"cpu_count", "platform", "python"} <= set(data["machine"])
+        assert {"trio", "attrs", "cattrs", "mcp-actors"} <= set(data["versions"])
+
+    def test_table_and_markdown_render_every_figure(self, report: Report) -> None:
+        """The terminal table and the Markdown report name every figure."""
+        out = io.StringIO()
+        report.print_table(out)
+        markdown = report.to_markdown()
+        assert markdown.startswith("# Benchmark report")
+        for fig in report.figures[:20]:
+            assert fig.name in markdown
+
+    def test_the_mcp_scenario_says_why_it_is_skipped(self, report: Report) -> None:
+        """The over-MCP scenario is skipped with a line naming what it waits for."""
+        (mcp,) = [s for s in report.scenarios if s.name == "mcp"]
+        assert mcp.notes == ("skipped: requires the MCP server (issue 4)",)
+
+
+class TestCorrectnessCounters:
+    def test_churn_loses_wrongs_and_duplicates_nothing(self, report: Report) -> None:
+        """Under a 1 ms TTL: no lost call, no wrong reply, no second live actor for a key."""
+        counters = [f for f in report.figures if f.scenario == "churn" and f.target == "= 0"]
+        assert len(counters) >= 10
+        assert {f.name: f.value for f in counters} == {f.name: 0 for f in counters}
+
+    def test_churn_really_churned(self, report: Report) -> None:
+        """The 1 ms TTL runtime started more actors than there are keys."""
+        (started,) = figures_of(report, "churn", "ttl=1 ms: actors started")
+        assert started.value > PRESETS["tiny"].churn_keys
+
+    def test_runtime_leaks_nothing_between_contexts(self, report: Report) -> None:
+        """No context saw another's goal or missed one of its own, during the run or after."""
+        (leaked,) = figures_of(report, "isolation", "runtime: leaked observations")
+        (wrong,) = figures_of(report, "isolation", "runtime: wrong reads")
+        (lost,) = figures_of(report, "isolation", "runtime: lost writes")
+        assert (leaked.value, wrong.value, lost.value) == (0, 0, 0)
+
+    def test_switch_context_design_leaks(self, report: Report) -> None:
+        """The seeds' design, in the same harness, is caught leaking."""
+        (leaked,) = figures_of(report, "isolation", "switch_context (seeds): leaked")
+        assert leaked.value > 0
+
+    def test_memory_expiry_leaves_no_live_actor(self, report: Report) -> None:
+        """After the TTL passes, no actor is live."""
+        for fig in figures_of(report, "memory", "runtime, 200 actors: live after expiry"):
+            assert fig.value == 0
+
+    @pytest.mark.skipif(not PEERS_INSTALLED, reason="neither ray nor pykka is installed")
+    def test_peers_report_a_ratio_for_each_installed_peer(self, report: Report) -> None:
+        """Every installed peer gets a throughput ratio against the runtime."""
+        ratios = figures_of(report, "peers", "runtime / ")
+        assert all(f.unit == "x" and math.isfinite(f.value) for f in ratios)
+
+
+class TestMeasuringLoop:
+    async def test_drive_times_every_call(self) -> None:
+        """Every key is called once, by the requested number of callers."""
+        seen: list[int] = []
+
+        async def call(index: int) -> None:
+            seen.append(index)
+
+        batch = await drive(call, range(10), 3)
+        assert sorted(seen) == list(range(10))
+        assert batch.calls == 10
+        assert len(batch.latencies) == 10
+
+    def test_percentile_is_nearest_rank(self) -> None:
+        """p50 of 1..100 is 50, p99 is 99, p100 is 100."""
+        values = [float(v) for v in range(1, 101)]
+        assert [percentile(values, q) for q in (0.5, 0.99, 1.0)] == [50.0, 99.0, 100.0]
+
+    def test_stats_report_median_and_spread(self) -> None:
+        """The median of the rounds, with the smallest and largest round."""
+        assert Stats.of([3.0, 1.0, 2.0]) == Stats(2.0, 1.0, 3.0, 3)
+
+    def test_throughput_of_a_batch(self) -> None:
+        """Calls over elapsed seconds."""
+        assert Batch(10, 2.0, ()).throughput == 5.0
+
+
+class TestOptionalPackages:
+    def test_plain_table_without_rich(
+        self, report: Report, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Without rich the table is plain text, one line per figure."""
+        monkeypatch.setitem(sys.modules, "rich.console", None)
+        out = io.StringIO()
+        report.print_table(out)
+        text = out.getvalue()
+        assert all(fig.name in text for fig in report.figures)
+
+    def test_charts_without_matplotlib_say_how_to_install_it(
+        self, report: Report, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ) -> None:
+        """A missing matplotlib skips the charts with the install command."""
+        monkeypatch.setitem(sys.modules, "matplotlib", None)
+        (line,) = report.plot(tmp_path)
+        assert INSTALL_HINT in line
+        assert not list(tmp_path.iterdir())
+
+    @pytest.mark.skipif(not importlib.util.find_spec("matplotlib"), reason="needs matplotlib")
+    def test_charts_are_written(self, report: Report, tmp_path: Path) -> None:
+        """Latency, throughput and memory charts land in the directory as PNG files."""
+        report.plot(tmp_path)
+        names = {path.name for path in tmp_path.iterdir()}
+        assert names == {"latency.png", "throughput.png", "memory.png"}
+
+    def test_missing_peers_are_skipped_with_the_install_command(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """With neither Ray nor pykka, the peers scenario only says how to install them."""
+        monkeypatch.setattr(importlib.util, "find_spec", lambda _name: None)
+        result = run_peers(PRESETS["tiny"], lambda _line: None)
+        assert result.figures == ()
+        assert len(result.notes) == 2
+        assert all(INSTALL_HINT in note for note in result.notes)
+
+
+class TestCommandLine:
+    def test_main_writes_json_and_markdown_and_exits_zero(self, tmp_path: Path) -> None:
+        """``--only`` with a comma list, ``--json`` and ``--markdown`` do what they say."""
+        json_path, markdown_path = tmp_path / "out.json", tmp_path / "out.md"
+        argv = ["--tiny", "--only", "isolation,mcp", "--json", str(json_path)]
+        assert main([*argv, "--markdown", str(markdown_path)]) == 0
+        scenarios = {f["scenario"] for f in json.loads(json_path.read_text())["figures"]}
+        assert scenarios == {"isolation"}
+        assert "## mcp" in markdown_path.read_text()
+
+    def test_unknown_scenario_is_refused_with_the_known_ones(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A typo in ``--only`` names the scenarios that exist."""
+        with pytest.raises(SystemExit):
+            main(["--only", "cal_path"])
+        assert "choose from call_path" in capsys.readouterr().err
