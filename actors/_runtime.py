@@ -214,13 +214,14 @@ class _Actor:
     stopped: bool = False  # on_stop has run
     current: _Envelope | None = None
     cancelled: bool = False  # the runtime cancelled it (shutdown_grace is over)
-    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)  # the current cancellable part
+    scope: trio.CancelScope | None = None  # a background state's cancellable part, if any
     finished: trio.Event = attrs.field(factory=trio.Event)
 
     def cancel(self) -> None:
-        """Cancel whatever the actor is doing now, and anything it starts later."""
+        """Cancel the shielded part of a background state, now or when it starts."""
         self.cancelled = True
-        self.scope.cancel()
+        if self.scope is not None:
+            self.scope.cancel()
 
     def cancellable(self) -> trio.CancelScope:
         """A fresh scope for the next phase, already cancelled if the actor was."""
@@ -469,26 +470,17 @@ class Runtime:
     # ---- the actor task -------------------------------------------------------
 
     async def _run_actor(self, actor: _Actor) -> None:
-        # Shielded: only the runtime cancels an actor (aclose, once
-        # shutdown_grace is over), so cancelling the code around open_runtime
-        # does not cut accepted calls short.
-        with trio.CancelScope(shield=True):
-            await self._live(actor)
-
-    async def _live(self, actor: _Actor) -> None:
         key = actor.key
         state: object = _NO_STATE
-        background: Callable[[trio.Nursery], object] | None = None
         error: Callable[[], RuntimeCallError] = self._shutdown_error
         try:
-            with actor.cancellable():
-                await self._activate(actor)
-                state = actor.module.state(key.context)
-                await run_hook(getattr(state, "on_start", None))
-                background = getattr(state, "start_background", None)
-                if background is None:
-                    await self._serve(actor, state)
-            if background is not None:
+            await self._activate(actor)
+            state = actor.module.state(key.context)
+            await run_hook(getattr(state, "on_start", None))
+            background = getattr(state, "start_background", None)
+            if background is None:
+                await self._serve(actor, state)
+            else:
                 await self._serve_with_background(actor, state, background)
         except CapacityError as exc:
             error = functools.partial(CapacityError, str(exc))
@@ -545,19 +537,21 @@ class Runtime:
     ) -> None:
         """Serve a state that runs tasks of its own, in a nursery its actor owns.
 
-        The nursery sits outside the actor's cancellable scope, so however
-        serving ends (drained, cancelled at shutdown, crashed) on_stop runs
-        while the state's tasks still live and can wind them down in order;
-        what is left is cancelled after it. If a task fails, the actor crashes.
+        The nursery is shielded from the runtime's cancellation at shutdown;
+        only the actor's own scope inside it is cancelled. So however serving
+        ends (drained, cancelled at shutdown, crashed) on_stop runs while the
+        state's tasks still live and can wind them down in order; what is
+        left is cancelled after it. If a task fails, the actor crashes.
         """
-        async with trio.open_nursery() as nursery:
-            try:
-                with actor.cancellable():
-                    await run_hook(functools.partial(start, nursery))
-                    await self._serve(actor, state)
-            finally:
-                await self._stop_state(actor, state)
-                nursery.cancel_scope.cancel()
+        with trio.CancelScope(shield=True):
+            async with trio.open_nursery() as nursery:
+                try:
+                    with actor.cancellable():
+                        await run_hook(functools.partial(start, nursery))
+                        await self._serve(actor, state)
+                finally:
+                    await self._stop_state(actor, state)
+                    nursery.cancel_scope.cancel()
 
     async def _stop_state(self, actor: _Actor, state: object) -> None:
         actor.stopped = True
@@ -692,8 +686,11 @@ class Runtime:
         with trio.move_on_after(self._config.shutdown_grace):
             for actor in list(self._running):
                 await actor.finished.wait()
+        # The grace is over: cancel what still runs (each actor's finally
+        # still answers its calls and runs on_stop, shielded).
         for actor in list(self._running):
-            actor.cancel()  # grace is over: cancel what still runs
+            actor.cancel()
+        self._nursery.cancel_scope.cancel()
         for actor in list(self._running):
             await actor.finished.wait()
 
@@ -703,6 +700,21 @@ def _sole_cause(exc: Exception) -> Exception:
     while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return exc
+
+
+async def _host_actors(
+    task_status: trio.TaskStatus[tuple[trio.Nursery, trio.CancelScope]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Hold the nursery every actor runs in, until the runtime cancels it.
+
+    Shielded, once for all actors: only the runtime cancels its actors (in
+    aclose, once shutdown_grace is over), so cancelling the code around
+    open_runtime does not cut accepted calls short.
+    """
+    with trio.CancelScope(shield=True) as host:
+        async with trio.open_nursery() as actors:
+            task_status.started((actors, host))
+            await trio.sleep_forever()
 
 
 async def _run_in(scope: trio.CancelScope, task: Callable[[], Awaitable[None]]) -> None:
@@ -724,7 +736,8 @@ async def open_runtime(
     registry = Registry(modules)
     body_error: BaseException | None = None
     async with trio.open_nursery() as nursery:
-        runtime = Runtime(nursery, registry, config or RuntimeConfig())
+        actors, host = await nursery.start(_host_actors)
+        runtime = Runtime(actors, registry, config or RuntimeConfig())
         reaper = trio.CancelScope()
         nursery.start_soon(_run_in, reaper, runtime._reap, name="actors reaper")
         try:
@@ -740,5 +753,6 @@ async def open_runtime(
             with trio.CancelScope(shield=True):
                 await runtime.aclose()
             reaper.cancel()
+            host.cancel()
     if body_error is not None:
         raise body_error

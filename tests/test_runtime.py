@@ -418,12 +418,20 @@ class TestTTL:
     ) -> None:
         """Proof the race test can fail: killing an actor at its TTL, calls in flight or not."""
 
+        kill_switches: dict[Any, trio.CancelScope] = {}
+        run_actor = Runtime._run_actor
+
+        async def killable(self: Runtime, actor: Any) -> None:
+            with trio.CancelScope() as kill_switches[actor]:
+                await run_actor(self, actor)
+
         def kill_when_idle_too_long(self: Runtime, actor: Any, now: float) -> None:
             if actor.accepting and actor.idle_since + actor.ttl <= now:
-                actor.cancel()  # no look at the mailbox first
+                kill_switches[actor].cancel()  # no look at the mailbox first
             elif actor.accepting:
                 self._expire_at(actor, actor.idle_since + actor.ttl)
 
+        monkeypatch.setattr(Runtime, "_run_actor", killable)
         monkeypatch.setattr(Runtime, "_review", kill_when_idle_too_long)
         failures = 0
         async with running([box_module(Liveness())], ttl=1) as runtime:
