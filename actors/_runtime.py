@@ -45,6 +45,12 @@ handler runs to completion against the state (so state is never left
 half-updated by a caller going away) and the reply is dropped. A handler that
 overruns the per-call deadline is cancelled by the actor itself and its caller
 gets CallTimeoutError; the key keeps being served.
+
+Only the runtime cancels its actors. They run in one nursery inside a single
+shielded scope, so cancelling the code around ``open_runtime`` does not cut
+accepted calls short: shutdown lets them finish for ``shutdown_grace`` and
+then cancels that nursery as a whole (each actor still answers its calls and
+runs ``on_stop``, shielded and bounded by ``stop_timeout``).
 """
 
 from __future__ import annotations
