@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
-from actors import Registry, ToolModule
+from actors import Registry, ToolError, ToolModule
 from actors._module import to_call_result
 from protocol import CallResult, ToolContext, parse_call
 
@@ -141,9 +141,12 @@ class SwitchContextRuntime:
             await self.switch_context(parsed.context)
             own = parsed.context if self._context_per_call else None
             state = _StateLookup(self, tool.module, own)
-            value = tool.invoke(state, parsed.context, arguments)
-            if inspect.isawaitable(value):
-                value = await value
+            try:
+                value = tool.invoke(state, parsed.context, arguments)
+                if inspect.isawaitable(value):
+                    value = await value
+            except ToolError as exc:  # as Runtime does: a clean error result
+                return CallResult.error(str(exc)).stamped(tool.service)
         return to_call_result(value, tool.full_name).stamped(tool.service)
 
     async def call_tool(

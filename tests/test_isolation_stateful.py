@@ -18,9 +18,10 @@ append-only logs, and compares what the runtime returns with a model.
   and a call that ran against the wrong state would visibly leak. Every
   appended value is unique, so its origin is known.
 * Rules are synchronous; the runtime lives on a trio loop in a background
-  thread (`_TrioThread`) and each rule submits its whole batch through
-  `trio.from_thread.run`, where one task per *lane* runs the lane's calls one
-  after the other and the lanes run concurrently.
+  thread (`TrioThread`, in ``tests/_stateful_harness.py``) and each rule
+  submits its whole batch through `trio.from_thread.run`, where one task per
+  *lane* runs the lane's calls one after the other and the lanes run
+  concurrently.
 * The model maps each projected key (computed here, not by `protocol`) to its
   log. Concurrent calls to one key may be accepted in any order, so a batch
   is checked for being *some* sequential execution: every log a call returns
@@ -43,28 +44,30 @@ from __future__ import annotations
 
 import functools
 import itertools
-import threading
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-import pytest
 import trio
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    invariant,
-    rule,
-    run_state_machine_as_test,
-)
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from actors import Runtime, ToolModule, open_runtime
+from actors import ToolModule, open_runtime
 from protocol import ActorKey, CallResult, Scope, ToolContext
 
+from ._stateful_harness import (
+    CONTEXTS,
+    VIAS,
+    TrioThread,
+    call_params,
+    check_live_actors,
+    failure_of,
+    machine_settings,
+    run_lanes,
+)
 from ._switch_context import open_switch_context_runtime
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable
     from contextlib import AbstractAsyncContextManager
 
 # ---- the modules under test ------------------------------------------------
@@ -107,23 +110,6 @@ _SCOPES: Final = {
     "session_log": Scope.SESSION,
 }
 MODULES: Final = [_log_module(name, scope) for name, scope in _SCOPES.items()]
-
-SESSIONS: Final = ("s1", "s2", "s3")
-ASSISTANTS: Final = (None, "a1", "a2", "none")
-THREADS: Final = (None, "t1", "default")
-CONTEXTS: Final = [
-    ToolContext(session, assistant, thread)
-    for session, assistant, thread in itertools.product(SESSIONS, ASSISTANTS, THREADS)
-]
-
-# How a call carries its context.
-_VIAS: Final = ("arguments", "snake_case", "meta", "split")
-_ARGUMENT_NAMES: Final = {
-    "arguments": ("__sessionId", "__assistantId", "__threadId"),
-    "snake_case": ("__session_id", "__assistant_id", "__thread_id"),
-}
-_META_NAMES: Final = ("sessionId", "assistantId", "threadId")
-_SPLIT_META_NAMES: Final = ("session_id", "assistant_id", "thread_id")
 
 # A projected key, as this test computes it: (module, session[, assistant[, thread]]).
 Key = tuple[str | None, ...]
@@ -171,27 +157,9 @@ class Op:
 
     def params(self, value: str | None) -> dict[str, Any]:
         """The tools/call-shaped mapping for this call."""
-        arguments: dict[str, Any] = {} if value is None else {"value": value}
-        meta: dict[str, Any] = {}
-        parts = (self.context.session_id, self.context.assistant_id, self.context.thread_id)
-        for index, part in enumerate(parts):
-            if part is None:
-                continue  # an absent part is omitted, never spelled
-            if self.via in _ARGUMENT_NAMES:
-                arguments[_ARGUMENT_NAMES[self.via][index]] = part
-            elif self.via == "meta":
-                meta[_META_NAMES[index]] = part
-            elif index == 0:  # split: the session in the arguments, the rest in _meta
-                arguments["__sessionId"] = part
-            else:
-                meta[_SPLIT_META_NAMES[index]] = part
-        params: dict[str, Any] = {
-            "name": f"{self.module}__{'append' if self.append else 'read'}",
-            "arguments": arguments,
-        }
-        if meta:
-            params["_meta"] = meta
-        return params
+        arguments = {} if value is None else {"value": value}
+        name = f"{self.module}__{'append' if self.append else 'read'}"
+        return call_params(name, arguments, self.context, self.via)
 
     def describe(self, value: str | None) -> str:
         call = f"append({value!r})" if self.append else "read()"
@@ -320,77 +288,11 @@ def _log_of(result: CallResult, call: str) -> list[str]:
     return log
 
 
-# ---- a trio loop in a thread --------------------------------------------------
-
-
-class _TrioThread:
-    """A runtime served by a trio loop in a background thread, until `close`."""
-
-    def __init__(self, open_target: Callable[[], AbstractAsyncContextManager[Any]]) -> None:
-        self._open = open_target
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._stop: trio.Event | None = None
-        self.runtime: Any = None
-        self.token: trio.lowlevel.TrioToken | None = None
-        self._thread = threading.Thread(target=self._main, name="isolation runtime", daemon=True)
-        self._thread.start()
-        self._ready.wait(timeout=30)
-        if self.token is None:
-            self.close()
-            raise RuntimeError("the runtime's trio loop did not start")
-
-    def _main(self) -> None:
-        try:
-            trio.run(self._serve)
-        except BaseException as exc:  # re-raised in the test's thread by close()
-            self._error = exc
-        finally:
-            self._ready.set()
-
-    async def _serve(self) -> None:
-        async with self._open() as runtime:
-            self.runtime = runtime
-            self._stop = trio.Event()
-            self.token = trio.lowlevel.current_trio_token()
-            self._ready.set()
-            await self._stop.wait()
-
-    def run(self, afn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        return trio.from_thread.run(afn, *args, trio_token=self.token)
-
-    def run_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return trio.from_thread.run_sync(fn, *args, trio_token=self.token)
-
-    def close(self) -> None:
-        """Close the runtime, join the thread, and re-raise whatever the loop raised."""
-        if self._stop is not None and self._thread.is_alive():
-            self.run_sync(self._stop.set)
-        self._thread.join(timeout=30)
-        assert not self._thread.is_alive(), "the runtime's trio loop did not stop"
-        if self._error is not None:
-            raise self._error
-
-
-async def _run_lanes(runtime: Any, lanes: list[list[dict[str, Any]]]) -> list[list[CallResult]]:
-    """Run each lane's calls one after the other, all lanes concurrently."""
-    results: list[list[CallResult]] = [[] for _ in lanes]
-
-    async def run_lane(index: int) -> None:
-        for params in lanes[index]:
-            results[index].append(await runtime.call(params))
-
-    async with trio.open_nursery() as nursery:
-        for index in range(len(lanes)):
-            nursery.start_soon(run_lane, index)
-    return results
-
-
 # ---- the machine ----------------------------------------------------------------
 
 module_names = st.sampled_from(list(_DEPTH))
 contexts = st.sampled_from(CONTEXTS)
-vias = st.sampled_from(_VIAS)
+vias = st.sampled_from(VIAS)
 ops = st.builds(Op, module_names, contexts, st.sampled_from((True, True, False)), vias)
 
 
@@ -408,7 +310,7 @@ class IsolationMachine(RuleBasedStateMachine):
         self.origin: dict[str, Key] = {}  # every appended value -> its key
         self.counter = itertools.count()
         self.steps = 0
-        self.loop = _TrioThread(functools.partial(type(self).open_target, MODULES))
+        self.loop = TrioThread(functools.partial(type(self).open_target, MODULES))
 
     def teardown(self) -> None:
         self.loop.close()
@@ -423,7 +325,7 @@ class IsolationMachine(RuleBasedStateMachine):
                 if value is not None:
                     self.origin[value] = op.key
         params = [[op.params(value) for op, value in lane] for lane in planned]
-        results = self.loop.run(_run_lanes, self.loop.runtime, params)
+        results = self.loop.run(run_lanes, self.loop.runtime, params)
         outcomes = [
             [
                 Outcome(op, value, _log_of(result, op.describe(value)), index)
@@ -474,11 +376,9 @@ class IsolationMachine(RuleBasedStateMachine):
         keys = list(self.model)
         readers = [
             Op(str(key[0]), _READERS[key][self.steps % len(_READERS[key])], False, via)
-            for key, via in zip(keys, itertools.cycle(_VIAS), strict=False)
+            for key, via in zip(keys, itertools.cycle(VIAS), strict=False)
         ]
-        results = self.loop.run(
-            _run_lanes, self.loop.runtime, [[op.params(None)] for op in readers]
-        )
+        results = self.loop.run(run_lanes, self.loop.runtime, [[op.params(None)] for op in readers])
         outcomes = [
             Outcome(op, None, _log_of(result, op.describe(None)), index)
             for index, (op, (result,)) in enumerate(zip(readers, results, strict=True))
@@ -494,23 +394,12 @@ class IsolationMachine(RuleBasedStateMachine):
 
     @invariant()
     def one_live_actor_per_touched_key(self) -> None:
-        runtime = self.loop.runtime
-        if not isinstance(runtime, Runtime):
-            return  # the broken implementations have no actors
-        stats, actors = self.loop.run_sync(lambda: (runtime.statistics(), runtime.actors()))
-        assert {actor.key for actor in actors} == {_actor_key(key) for key in self.model}
-        assert stats.duplicate_actors == 0
-        assert stats.started == len(self.model), "an actor stopped with the default TTL"
-        assert stats.crashed == stats.errors == 0
+        stats = check_live_actors(self.loop, {_actor_key(key) for key in self.model}, errors=0)
+        if stats is not None:  # None: the broken implementations have no actors
+            assert stats.started == len(self.model), "an actor stopped with the default TTL"
 
 
-_SETTINGS: Final = settings(
-    max_examples=200,
-    deadline=None,
-    stateful_step_count=10,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+_SETTINGS: Final = machine_settings(max_examples=200, stateful_step_count=10)
 
 TestIsolationUnderConcurrentCalls = IsolationMachine.TestCase
 TestIsolationUnderConcurrentCalls.settings = _SETTINGS
@@ -547,22 +436,8 @@ class UnserializedMachine(IsolationMachine):
     )
 
 
-# One bug reported, shrunk, without the slow "explain" phase.
-_PROOF_SETTINGS: Final = settings(
-    _SETTINGS,
-    report_multiple_bugs=False,
-    print_blob=False,
-    phases=[Phase.explicit, Phase.generate, Phase.shrink],
-)
-
-
 def _failure_of(machine: type[RuleBasedStateMachine]) -> str:
-    """The message of the assertion Hypothesis found failing, after the steps that led to it."""
-    with pytest.raises(AssertionError) as failure:
-        run_state_machine_as_test(machine, settings=_PROOF_SETTINGS)
-    # Printed for -s and failure reports: Hypothesis attaches the steps as notes.
-    print(*getattr(failure.value, "__notes__", []), failure.value, sep="\n")
-    return str(failure.value)
+    return failure_of(machine, _SETTINGS)
 
 
 def test_machine_catches_the_seeds_switch_context_design() -> None:
