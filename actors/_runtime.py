@@ -221,7 +221,25 @@ class _Actor:
     current: _Envelope | None = None
     cancelled: bool = False  # the runtime cancelled it (shutdown_grace is over)
     scope: trio.CancelScope | None = None  # a background state's cancellable part, if any
-    finished: trio.Event = attrs.field(factory=trio.Event)
+    finished: bool = False
+    # Made only when someone waits: most actors never are, and an Event
+    # would add about 280 bytes to every idle actor.
+    _finish_event: trio.Event | None = None
+
+    async def wait_finished(self) -> None:
+        """Wait until the actor has finished (its on_stop included)."""
+        if self.finished:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._finish_event is None:
+            self._finish_event = trio.Event()
+        await self._finish_event.wait()
+
+    def mark_finished(self) -> None:
+        """Record that the actor has finished and wake whoever waits."""
+        self.finished = True
+        if self._finish_event is not None:
+            self._finish_event.set()
 
     def cancel(self) -> None:
         """Cancel the shielded part of a background state, now or when it starts."""
@@ -275,6 +293,7 @@ class Runtime:
         self._actors: OrderedDict[_Route, _Actor] = OrderedDict()
         self._running: set[_Actor] = set()  # every actor task, routed or still stopping
         self._holding = 0  # actors holding a state, counted against max_actors
+        self._peak = 0  # most actors running since the tables were last rebuilt
         self._live_keys: set[ActorKey] = set()  # keys with a state, kept by the actor tasks
         self._counters = _Counters()
         self._closing = False
@@ -402,13 +421,13 @@ class Runtime:
                 self._counters.evicted += 1
                 logger.debug("evicting %s to stay within max_actors=%d", victim.key, cap)
                 victim.retire()
-                await victim.finished.wait()
+                await victim.wait_finished()
                 continue
             stopping = next((a for a in self._running if a.holds_state and not a.accepting), None)
             if stopping is None:
                 msg = f"all {cap} live actors are busy; raise max_actors or retry later"
                 raise CapacityError(msg)
-            await stopping.finished.wait()  # a slot frees up when it finishes
+            await stopping.wait_finished()  # a slot frees up when it finishes
         self._holding += 1
         actor.holds_state = True
 
@@ -435,6 +454,7 @@ class Runtime:
         )
         self._actors[route] = actor  # a stopping predecessor keeps running off the table
         self._running.add(actor)
+        self._peak = max(self._peak, len(self._running))
         self._counters.started += 1
         self._expire_at(actor, now + actor.ttl)
         self._nursery.start_soon(self._run_actor, actor)
@@ -509,7 +529,7 @@ class Runtime:
         if actor.predecessor is not None:
             # Calls already queue in this actor's mailbox, in arrival order; the
             # state waits until the key's previous actor has fully stopped.
-            await actor.predecessor.finished.wait()
+            await actor.predecessor.wait_finished()
             actor.predecessor = None
         if self._config.max_actors is None:
             self._holding += 1
@@ -530,7 +550,27 @@ class Runtime:
         if self._actors.get(actor.route) is actor:  # not when a successor took its place
             del self._actors[actor.route]
         self._running.discard(actor)
-        actor.finished.set()
+        actor.mark_finished()
+        self._compact_if_sparse()
+
+    def _compact_if_sparse(self) -> None:
+        """Rebuild the tables once most of their actors are gone.
+
+        Python's dicts and sets never give back capacity, and the expiry heap
+        keeps the entries of actors that finished early (evicted, crashed)
+        until their time comes; without this, memory freed by TTL expiry and
+        eviction would stay with the runtime. Rebuilding only after shrinking
+        to a quarter keeps the cost amortized O(1) per actor.
+        """
+        running = len(self._running)
+        if running * 4 >= self._peak and len(self._expiries) <= 4 * running + 64:
+            return
+        self._actors = OrderedDict(self._actors)
+        self._running = set(self._running)
+        self._live_keys = set(self._live_keys)
+        self._expiries = [entry for entry in self._expiries if not entry[2].finished]
+        heapq.heapify(self._expiries)
+        self._peak = running
 
     def _shutdown_error(self) -> RuntimeClosedError:
         return RuntimeClosedError(
@@ -691,14 +731,14 @@ class Runtime:
             actor.retire()
         with trio.move_on_after(self._config.shutdown_grace):
             for actor in list(self._running):
-                await actor.finished.wait()
+                await actor.wait_finished()
         # The grace is over: cancel what still runs (each actor's finally
         # still answers its calls and runs on_stop, shielded).
         for actor in list(self._running):
             actor.cancel()
         self._nursery.cancel_scope.cancel()
         for actor in list(self._running):
-            await actor.finished.wait()
+            await actor.wait_finished()
 
 
 def _sole_cause(exc: Exception) -> Exception:

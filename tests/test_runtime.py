@@ -717,6 +717,20 @@ class TestBounds:
                     await append(runtime, "other", "x")
                 gates["held"].release.set()
 
+    async def test_evicted_actors_are_not_kept_until_their_ttl(self) -> None:
+        """Invariant 5: an actor that stops early is released now, not at its expiry time."""
+        async with running([box_module(Liveness())], max_actors=1, ttl=3600) as runtime:
+            await append(runtime, "first", "x")
+            (info,) = runtime.actors()
+            watched = weakref.ref(runtime._actors[next(iter(runtime._actors))])
+            del info
+            for i in range(100):  # each new key evicts the previous actor
+                await append(runtime, f"k{i}", "x")
+            gc.collect()
+            assert runtime.statistics().evicted == 100
+            assert watched() is None
+            assert len(runtime._expiries) <= 4 * runtime.statistics().live_actors + 64
+
     async def test_an_idle_actor_keeps_nothing_of_its_last_call(self) -> None:
         """Invariant 5: a call's arguments and result are released when it is answered."""
         module: ToolModule[None] = ToolModule("big", lambda _context: None)
