@@ -150,7 +150,7 @@ class RuntimeStatistics:
     timeouts: int
     """Calls whose handler overran the deadline."""
     duplicate_actors: int
-    """Times an actor started while another was live for its key. Always zero unless broken."""
+    """Times a key's state was created while another was live. Always zero unless broken."""
 
 
 @final
@@ -248,7 +248,7 @@ class _Actor:
             self.scope.cancel()
 
     def cancellable(self) -> trio.CancelScope:
-        """A fresh scope for the next phase, already cancelled if the actor was."""
+        """The scope a background state is served in; already cancelled if the actor was."""
         self.scope = trio.CancelScope()
         if self.cancelled:
             self.scope.cancel()
