@@ -29,7 +29,7 @@ from actors import (
     UnknownToolError,
     open_runtime,
 )
-from protocol import ActorKey, CallResult, Scope, ToolContext
+from protocol import ActorKey, CallResult, ContextError, ContextPolicy, Scope, ToolContext
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
@@ -249,6 +249,25 @@ class TestRouting:
                 await runtime.call_tool("box__read", {"__sessionid": "s"})
             assert runtime.statistics().started == 0
             assert runtime.statistics().calls == 0
+
+    async def test_a_call_without_a_session_is_defaulted_and_logged(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Lenient policy: the call lands in "default" and a warning says so (the seeds' log)."""
+        async with running([box_module(Liveness())]) as runtime:
+            await runtime.call_tool("box__append", {"value": "lost context"})
+            assert await read(runtime, "default") == ["lost context"]
+        assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+            "call to box__append named no session; using 'default' (lenient context policy)"
+        ]
+
+    async def test_the_strict_policy_refuses_a_call_without_a_session(self) -> None:
+        """Strict policy (seed 004): no session, no call, no actor."""
+        strict = ContextPolicy(require_session=True)
+        async with running([box_module(Liveness())], policy=strict) as runtime:
+            with pytest.raises(ContextError, match=r"^a session id is required"):
+                await runtime.call_tool("box__append", {"value": "x"})
+            assert runtime.statistics().started == 0
 
     async def test_handlers_see_clean_arguments_and_the_caller_dict_is_untouched(self) -> None:
         """Invariant 6: no context field reaches the handler; the caller's dict is unchanged."""
