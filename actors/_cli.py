@@ -1,18 +1,74 @@
-"""The command line: ``python -m actors demo``."""
+"""The command line: ``python -m actors demo`` and ``python -m actors serve``.
+
+``serve`` needs the ``server`` extra (the MCP SDK and hypercorn). Those are
+imported only on its path, so ``demo`` and the library work without them.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import importlib.util
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
 import trio
 
+from protocol import ContextPolicy
+
 from ._demo import run_demo
+from ._runtime import RuntimeConfig
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
 __all__ = ["main"]
+
+_DEFAULT_MODULES: Final = "planning,playbook_store,content_store"
+_TENANT: Final = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+# Loggers of the libraries under `serve`: their INFO lines are about the
+# libraries' own machinery, so they show only at --log-level debug.
+_QUIET_LOGGERS: Final = ("mcp", "hypercorn", "httpx", "httpx2", "sse_starlette")
+
+_SERVE_DESCRIPTION: Final = """\
+Serve the built-in tool modules over the Model Context Protocol: on stdio by
+default (for a desktop client that starts the server itself), or over
+Streamable HTTP with --http. Logs go to stderr, one line per event.
+"""
+
+_SERVE_EPILOG: Final = """\
+context:
+  Each call names its context with the arguments __sessionId, __assistantId,
+  __threadId, or with the same names without '__' in the request's _meta;
+  both at once must agree. Over stdio the parent process is trusted: its
+  context claims are taken as given. A call that names no session gets:
+    1. the HTTP transport session (Mcp-Session-Id, which older-era clients
+       send), as 'TENANT/<id>' for a token bound to a tenant;
+    2. else 'TENANT/default' for a token bound to a tenant;
+    3. else 'default'.
+  With --require-session only (1) applies; otherwise the call is refused.
+
+tokens and tenants (HTTP):
+  --token TOKEN          a trusted gateway: may address any session.
+  --token TOKEN=TENANT   may address only the sessions 'TENANT' and
+                         'TENANT/...'; naming any other session is refused
+                         with an error result. Its calls that name no session
+                         land in 'TENANT/<Mcp-Session-Id>' or 'TENANT/default'.
+  TOKEN=TENANT splits at the last '='; a tenant is 1-64 characters of
+  letters, digits, '.', '_' and '-'. --tokens-file reads the same forms, one
+  per line ('#' starts a comment), and keeps tokens out of the process list.
+  With tokens configured, a request without a valid 'Authorization: Bearer'
+  header gets HTTP 401. Without tokens every local client is trusted, so a
+  non-loopback --http address needs tokens, or --insecure on a trusted network.
+
+examples:
+  python -m actors serve
+  python -m actors serve --http 127.0.0.1:8765 --tokens-file tokens.txt
+  python -m actors serve --allow-exec --exec-allow python3 --exec-allow ls
+"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,7 +86,300 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--goals", type=int, default=4, help="goals each context creates (default 4)")
     demo.set_defaults(run=_demo)
+    serve = commands.add_parser(
+        "serve",
+        help="serve the tools over MCP (stdio, or Streamable HTTP with --http)",
+        description=_SERVE_DESCRIPTION,
+        epilog=_SERVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_transport_options(serve)
+    _add_module_options(serve)
+    _add_runtime_options(serve)
+    serve.set_defaults(run=_serve, parser=serve)
     return parser
+
+
+# ---- argument types (standard library only: they run before the extra is imported) ----
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        msg = f"must be a whole number of at least 1, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        msg = f"must be a positive number of seconds, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _seconds_or_zero(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        msg = f"must be zero or a positive number of seconds, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6 in brackets: ``[::1]:8765``) → ``(host, port)``."""
+    host, colon, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not colon or not host or not port.isdigit() or int(port) > 65535:
+        msg = f"expected HOST:PORT such as 127.0.0.1:8765 (port 0 picks a free one), got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return host, int(port)
+
+
+def _token(text: str) -> tuple[str, str | None]:
+    """``TOKEN`` or ``TOKEN=TENANT`` (split at the last ``=``) → ``(token, tenant)``."""
+    token, equals, tenant = text.rpartition("=")
+    if not equals or not tenant:
+        token, tenant = text, ""  # no tenant (a trailing '=' is base64 padding)
+    if not token or any(character.isspace() or not character.isprintable() for character in token):
+        msg = "a token must be non-empty printable text without spaces"
+        raise argparse.ArgumentTypeError(msg)
+    if tenant and not _TENANT.match(tenant):
+        msg = f"tenant {tenant!r} must be 1-64 letters, digits, '.', '_' or '-'"
+        raise argparse.ArgumentTypeError(msg)
+    return token, tenant or None
+
+
+def _module_list(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        msg = "expected a comma-separated list of modules, e.g. planning,content_store"
+        raise argparse.ArgumentTypeError(msg)
+    return names
+
+
+def _origin(text: str) -> str:
+    # Browsers send origins lowercase and without a trailing slash.
+    return text.strip().rstrip("/").lower()
+
+
+# ---- the serve options ---------------------------------------------------------
+
+
+def _add_transport_options(serve: argparse.ArgumentParser) -> None:
+    group = serve.add_argument_group("transport")
+    group.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        type=_address,
+        help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio; port 0 picks a "
+        "free port, and the address is printed to stderr as 'listening on URL'",
+    )
+    group.add_argument(
+        "--token",
+        metavar="TOKEN[=TENANT]",
+        type=_token,
+        action="append",
+        default=[],
+        help="accept this bearer token (repeatable); bound to TENANT it may address only the "
+        "sessions TENANT and TENANT/... (see below)",
+    )
+    group.add_argument(
+        "--tokens-file", metavar="PATH", type=Path, help="read more tokens, one per line"
+    )
+    group.add_argument(
+        "--allow-origin",
+        metavar="ORIGIN",
+        type=_origin,
+        action="append",
+        default=[],
+        help="also accept requests from this browser Origin, e.g. https://app.example "
+        "(repeatable); loopback origins are always accepted, any other gets HTTP 403",
+    )
+    group.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a non-loopback --http address without tokens (prints a warning)",
+    )
+    group.add_argument(
+        "--max-request-bytes",
+        metavar="N",
+        type=_positive_int,
+        default=1024 * 1024,
+        help="largest JSON-RPC message accepted, a stdio line or an HTTP body; larger ones get "
+        "an error and the server keeps serving (default 1048576)",
+    )
+
+
+def _add_module_options(serve: argparse.ArgumentParser) -> None:
+    group = serve.add_argument_group("modules")
+    group.add_argument(
+        "--modules",
+        metavar="LIST",
+        type=_module_list,
+        default=_module_list(_DEFAULT_MODULES),
+        help=f"comma-separated modules to enable (default {_DEFAULT_MODULES})",
+    )
+    group.add_argument(
+        "--allow-exec",
+        action="store_true",
+        help="also enable 'workspace', which runs programs on this host in a per-session "
+        "directory; it is no sandbox",
+    )
+    group.add_argument(
+        "--exec-allow",
+        metavar="PROGRAM",
+        action="append",
+        help="a program name the workspace may start, like python3 (repeatable); without it, "
+        "any program may run",
+    )
+    group.add_argument(
+        "--workspace-root",
+        metavar="DIR",
+        type=Path,
+        help="where session directories go (default: a new temporary directory)",
+    )
+
+
+def _add_runtime_options(serve: argparse.ArgumentParser) -> None:
+    group = serve.add_argument_group("runtime")
+    group.add_argument(
+        "--ttl",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=3600.0,
+        help="idle time after which a context's state is released (default 3600)",
+    )
+    group.add_argument(
+        "--mailbox-size",
+        metavar="N",
+        type=_positive_int,
+        default=64,
+        help="calls queued per context before callers wait (default 64)",
+    )
+    group.add_argument(
+        "--max-actors",
+        metavar="N",
+        type=_positive_int,
+        help="cap on live contexts; the least recently used idle one is evicted (default: none)",
+    )
+    group.add_argument(
+        "--call-timeout",
+        metavar="SECONDS",
+        type=_seconds_or_zero,
+        default=60.0,
+        help="deadline for one tool call; 0 for none (default 60)",
+    )
+    group.add_argument(
+        "--shutdown-grace",
+        metavar="SECONDS",
+        type=_seconds_or_zero,
+        default=10.0,
+        help="on SIGINT/SIGTERM, how long calls in flight may finish (default 10)",
+    )
+    group.add_argument(
+        "--require-session",
+        action="store_true",
+        help="strict context policy: refuse a call that names no session instead of using "
+        "'default'",
+    )
+    group.add_argument(
+        "--log-level",
+        choices=_LOG_LEVELS,
+        default="info",
+        help="what to log to stderr (default info: one line per call)",
+    )
+
+
+def _read_tokens(path: Path) -> list[tuple[str, str | None]]:
+    """The tokens in `path`: ``TOKEN`` or ``TOKEN=TENANT`` per line, ``#`` comments."""
+    tokens = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            tokens.append(_token(text))
+        except argparse.ArgumentTypeError as exc:
+            msg = f"{path}:{number}: {exc}"
+            raise ValueError(msg) from None
+    return tokens
+
+
+def _token_table(pairs: Iterable[tuple[str, str | None]]) -> dict[str, str | None]:
+    table: dict[str, str | None] = {}
+    for token, tenant in pairs:
+        if token in table and table[token] != tenant:
+            msg = "one token is given twice with different tenants"
+            raise ValueError(msg)
+        table[token] = tenant
+    return table
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if level != "debug":
+        for name in _QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    parser: argparse.ArgumentParser = args.parser
+    missing = [name for name in ("mcp", "hypercorn") if importlib.util.find_spec(name) is None]
+    if missing:
+        parser.error(
+            f"serve needs the 'server' extra ({', '.join(missing)} missing): "
+            "pip install 'mcp-actors[server]'"
+        )
+    from ._serve import ConfigurationError, ServeOptions, serve  # lazily: it needs the extra
+
+    try:
+        tokens = list(args.token)
+        if args.tokens_file is not None:
+            tokens += _read_tokens(args.tokens_file)
+        options = ServeOptions(
+            modules=args.modules,
+            allow_exec=args.allow_exec,
+            exec_allow=None if args.exec_allow is None else tuple(args.exec_allow),
+            workspace_root=args.workspace_root,
+            runtime=RuntimeConfig(
+                ttl=args.ttl,
+                mailbox_size=args.mailbox_size,
+                max_actors=args.max_actors,
+                call_timeout=args.call_timeout or None,
+                shutdown_grace=args.shutdown_grace,
+                policy=ContextPolicy(require_session=args.require_session),
+            ),
+            http=args.http,
+            tokens=_token_table(tokens),
+            allow_origins=tuple(args.allow_origin),
+            insecure=args.insecure,
+            max_request_bytes=args.max_request_bytes,
+        )
+        options.check()
+    except (ConfigurationError, ValueError, OSError) as exc:
+        parser.error(str(exc))
+    _configure_logging(args.log_level)
+    failures: list[str] = []
+    try:
+        trio.run(serve, options)
+    except* OSError as group:  # the address is taken, the workspace root unusable, ...
+        failures = [str(error) for error in _leaves(group)]
+    if failures:
+        parser.exit(1, f"{parser.prog}: error: cannot serve: {'; '.join(failures)}\n")
+    return 0
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
 
 
 def _demo(args: argparse.Namespace) -> int:

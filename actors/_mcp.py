@@ -1,0 +1,354 @@
+"""The MCP server adapter: the SDK's low-level ``Server`` in front of a `Runtime`.
+
+What the SDK does and what we do
+--------------------------------
+The official ``mcp`` SDK owns the protocol: JSON-RPC framing, both protocol
+eras (the ``initialize`` handshake up to 2025-11-25 and the per-request
+``_meta`` envelope of 2026-07-28), capabilities, cancellation and the error
+responses for malformed requests. This module only registers two handlers on
+its low-level ``Server``:
+
+* ``tools/list`` lists every enabled tool as ``module__tool`` with its
+  description and input schema. The list is built once, so it is the same
+  for every connection and every caller.
+* ``tools/call`` hands the call to `Runtime.call` and turns the outcome into
+  a ``CallToolResult``; `CallResult.to_wire` already carries each item's
+  ServiceInfo in the item's ``_meta``.
+
+How failures reach the client
+-----------------------------
+An unknown (or ambiguous) tool name is a JSON-RPC error, -32602 Invalid
+params, as the MCP specification says. Everything the model can correct or
+retry is an ``isError`` result with a text that names the problem: bad
+context fields, arguments that fail the tool's schema, a session outside the
+caller's tenant, timeouts, crashed actors, the live-actor cap and shutdown.
+
+Who may claim a context
+-----------------------
+The context travels in the call (``__sessionId`` … in the arguments or
+``sessionId`` … in ``_meta``); `protocol.parse_call` reads it and refuses
+disagreement. The transport says who the *caller* is (a `Caller`), and the
+adapter applies two rules before the runtime sees the call:
+
+* **Default session.** A call that names no session gets the caller's
+  transport session (the Streamable HTTP ``Mcp-Session-Id`` of older-era
+  clients), prefixed with the caller's tenant if it has one; failing that, a
+  tenant caller gets ``<tenant>/<default session>`` under the lenient policy.
+  Otherwise the runtime's context policy decides (``"default"``, or a refusal
+  under the strict policy).
+* **Tenant.** A caller bound to tenant ``T`` may only name sessions ``T`` or
+  ``T/…``; any other session is refused before it reaches an actor.
+
+Every call is logged once, after it completes, with its tool, context,
+caller, outcome and duration: here, not in the runtime's hot path.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+from typing import TYPE_CHECKING, Any, Final, final
+
+import attrs
+import trio
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from protocol import CallResult, ContextError, ProtocolError, ServiceInfo, ToolContext, parse_call
+
+from ._errors import (
+    ActorCrashedError,
+    ArgumentsError,
+    CallTimeoutError,
+    CapacityError,
+    RuntimeCallError,
+    RuntimeClosedError,
+    UnknownToolError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from mcp.server.context import ServerRequestContext
+
+    from protocol import ContextPolicy
+
+    from ._registry import Registry
+    from ._runtime import Runtime
+
+__all__ = ["STDIO_CALLER", "Caller", "McpAdapter", "default_session", "in_tenant"]
+
+logger = logging.getLogger("actors.mcp")
+
+SERVER_NAME: Final = "mcp-actors"
+_INSTRUCTIONS: Final = (
+    "Stateful tools whose state is kept per conversation session (planning also per assistant "
+    "and thread). The host application, not the model, names each call's context: the _meta "
+    "keys sessionId, assistantId and threadId, or the arguments __sessionId, __assistantId and "
+    "__threadId."
+)
+
+
+@final
+@attrs.frozen
+class Caller:
+    """Who sent a call, as its transport established it."""
+
+    label: str
+    """How the logs name the caller: ``stdio``, ``anonymous`` or a token's label."""
+    tenant: str | None = None
+    """The tenant the caller's token is bound to; ``None`` may address any session."""
+    transport_session: str | None = None
+    """The transport's own session id (HTTP ``Mcp-Session-Id``), if any."""
+
+
+STDIO_CALLER: Final = Caller("stdio")
+"""The parent process on stdio: a trusted middleware, bound to no tenant."""
+
+
+class _TenantError(ContextError):
+    """A caller bound to a tenant named a session outside it."""
+
+
+# Outcome labels for the log line, most specific class first.
+_OUTCOMES: Final[tuple[tuple[type[Exception], str], ...]] = (
+    (_TenantError, "outside_tenant"),
+    (ProtocolError, "bad_context"),
+    (ArgumentsError, "bad_arguments"),
+    (CallTimeoutError, "timeout"),
+    (ActorCrashedError, "crashed"),
+    (CapacityError, "capacity"),
+    (RuntimeClosedError, "shutting_down"),
+    (RuntimeCallError, "refused"),
+)
+
+
+def _outcome_of(error: Exception) -> str:
+    return next(label for kind, label in _OUTCOMES if isinstance(error, kind))
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version(SERVER_NAME)
+    except importlib.metadata.PackageNotFoundError:  # running from a source tree
+        return ""
+
+
+def _tool_list(registry: Registry) -> types.ListToolsResult:
+    tools = [
+        types.Tool(
+            name=tool.full_name,
+            description=tool.description or None,
+            input_schema=dict(tool.signature.input_schema),
+        )
+        for tool in registry.tools()
+    ]
+    return types.ListToolsResult(tools=tools)
+
+
+def in_tenant(session_id: str, tenant: str) -> bool:
+    """Whether a caller bound to `tenant` may address `session_id`: ``T`` itself or ``T/…``."""
+    return session_id == tenant or session_id.startswith(tenant + "/")
+
+
+def default_session(caller: Caller, policy: ContextPolicy) -> str | None:
+    """The session a call of `caller` that names none lands in; ``None`` leaves it to `policy`."""
+    prefix = "" if caller.tenant is None else caller.tenant + "/"
+    if caller.transport_session is not None:
+        return prefix + caller.transport_session
+    if caller.tenant is not None and not policy.require_session:
+        return prefix + policy.default_session
+    return None
+
+
+@attrs.frozen
+class _Report:
+    """How one call ended: what the log line says and what goes back to the client."""
+
+    outcome: str
+    context: ToolContext | None
+    result: CallResult | None = None
+    """The result, or ``None`` for a JSON-RPC error (`error`)."""
+    error: str = ""
+
+
+@final
+class McpAdapter:
+    """Serves a `Runtime`'s tools through the SDK's low-level MCP ``Server``.
+
+    `identify` tells, for each request, who the caller is (see `Caller`); the
+    default treats every request as coming from the trusted stdio parent.
+    One adapter can serve any number of connections at once.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        identify: Callable[[ServerRequestContext[Any, Any]], Caller] | None = None,
+    ) -> None:
+        self._runtime = runtime
+        self._identify = identify or (lambda _ctx: STDIO_CALLER)
+        self._policy = runtime.config.policy
+        # The adapter reads the session a call names before applying its
+        # defaults; the runtime applies the strict policy afterwards.
+        self._lenient = attrs.evolve(self._policy, require_session=False)
+        self._tools = _tool_list(runtime.registry)
+        self._closing = False
+        self._in_flight = 0
+        self._idle = trio.Event()
+        self._idle.set()
+        self.server: Final[Server[Any]] = Server(
+            SERVER_NAME,
+            version=_version(),
+            instructions=_INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            get_tool_input_schema=self._input_schema,
+        )
+        """The SDK server: run it on any transport (`Server.run`, ``streamable_http_app``)."""
+
+    @property
+    def in_flight(self) -> int:
+        """How many tools/call requests are being served now."""
+        return self._in_flight
+
+    def close(self) -> None:
+        """Refuse new calls from now on (an ``isError`` result); calls in flight go on."""
+        self._closing = True
+
+    async def wait_idle(self) -> None:
+        """Return once no call is in flight."""
+        while self._in_flight:
+            await self._idle.wait()
+
+    # ---- handlers -------------------------------------------------------------
+
+    async def _list_tools(
+        self, _ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return self._tools
+
+    def _input_schema(self, name: str) -> Mapping[str, Any] | None:
+        try:
+            return self._runtime.registry.resolve(name).signature.input_schema
+        except UnknownToolError:
+            return None
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        caller = self._identify(ctx)
+        call = {"name": params.name, "arguments": params.arguments, "_meta": params.meta}
+        started = trio.current_time()
+        outcome, context = "cancelled", None  # unless the call gets further than its start
+        self._enter()
+        try:
+            report = await self._run(call, caller)
+            outcome, context = report.outcome, report.context
+        except Exception:
+            # A bug here, not the caller's fault: keep the details in the log.
+            outcome = "internal_error"
+            logger.exception("tools/call %s failed inside the adapter", params.name)
+            msg = "internal error while serving the call; the server log has the details"
+            raise MCPError(types.INTERNAL_ERROR, msg) from None
+        finally:
+            self._leave()
+            _log(params.name, caller, context, outcome, started)
+        if report.result is None:
+            raise MCPError(types.INVALID_PARAMS, report.error)
+        return types.CallToolResult.model_validate(report.result.to_wire())
+
+    # ---- one call -------------------------------------------------------------
+
+    async def _run(self, call: dict[str, Any], caller: Caller) -> _Report:
+        """Apply the caller's rules, run the call, and sort out how it ended."""
+        if self._closing:
+            text = "the server is shutting down and takes no new calls; retry once it is back"
+            return _Report("shutting_down", None, CallResult.error(text))
+        context: ToolContext | None = None
+        try:
+            call, context, named = self._claim(call, caller)
+            if named:  # a default session is inside the caller's tenant by construction
+                self._check_tenant(context, caller)
+            result = await self._runtime.call(call)
+        except UnknownToolError as exc:
+            return _Report("unknown_tool", context, error=str(exc))
+        except (ProtocolError, RuntimeCallError) as exc:
+            result = CallResult.error(str(exc))
+            service = self._service(call["name"])
+            if service is not None:
+                result = result.stamped(service)
+            return _Report(_outcome_of(exc), context, result)
+        return _Report("tool_error" if result.is_error else "ok", context, result)
+
+    def _claim(
+        self, call: dict[str, Any], caller: Caller
+    ) -> tuple[dict[str, Any], ToolContext, bool]:
+        """Apply the caller's default session: (call, context, whether the call named one)."""
+        parsed = parse_call(call, self._lenient)
+        context = parsed.context
+        if parsed.session_defaulted:
+            session = default_session(caller, self._policy)
+            if session is not None:
+                call = {**call, "_meta": {**parsed.meta, "sessionId": session}}
+                context = attrs.evolve(context, session_id=session)
+        return call, context, not parsed.session_defaulted
+
+    @staticmethod
+    def _check_tenant(context: ToolContext, caller: Caller) -> None:
+        """Refuse a session outside the caller's tenant."""
+        tenant = caller.tenant
+        if tenant is not None and not in_tenant(context.session_id, tenant):
+            msg = (
+                f"session {context.session_id!r} is outside tenant {tenant!r} of this token; "
+                f"name a session {tenant!r} or {tenant + '/…'!r}"
+            )
+            raise _TenantError(msg)
+
+    def _service(self, name: str) -> ServiceInfo | None:
+        """The ServiceInfo to stamp on an error about `name`, when `name` is a tool."""
+        try:
+            return self._runtime.registry.resolve(name).service
+        except UnknownToolError:
+            return None
+
+    def _enter(self) -> None:
+        if not self._in_flight:  # only then: someone may be waiting on the current event
+            self._idle = trio.Event()
+        self._in_flight += 1
+
+    def _leave(self) -> None:
+        self._in_flight -= 1
+        if not self._in_flight:
+            self._idle.set()
+
+
+def _describe(value: str | None) -> str:
+    return "-" if value is None else repr(value)
+
+
+def _log(
+    name: str, caller: Caller, context: ToolContext | None, outcome: str, started: float
+) -> None:
+    """One line per call: what ran, for whom, on whose behalf, how it ended, how long it took."""
+    milliseconds = (trio.current_time() - started) * 1000
+    where = (
+        "session=? assistant=? thread=?"
+        if context is None
+        else f"session={_describe(context.session_id)} "
+        f"assistant={_describe(context.assistant_id)} thread={_describe(context.thread_id)}"
+    )
+    tenant = "" if caller.tenant is None else f" tenant={caller.tenant!r}"
+    level = logging.WARNING if outcome == "outside_tenant" else logging.INFO
+    logger.log(
+        level,
+        "tools/call %s %s caller=%s%s outcome=%s %.1f ms",
+        name,
+        where,
+        caller.label,
+        tenant,
+        outcome,
+        milliseconds,
+    )

@@ -1,0 +1,238 @@
+"""Helpers for the MCP tests: servers in subprocesses, and the official SDK client as the peer.
+
+Every helper that starts a process stops it on the way out (kill, then
+wait), whatever happened in the test. Servers listen on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal
+
+import trio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from protocol import SERVICE_INFO_META_KEY
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping
+    from typing import IO
+
+    from mcp import types
+
+Era = Literal["legacy", "modern"]
+"""The protocol era a client opens with: the initialize handshake, or 2026-07-28's discover."""
+
+SERVE = (sys.executable, "-m", "actors", "serve")
+STARTUP_TIMEOUT = 20.0
+_LISTENING = re.compile(r"listening on (http://\S+)")
+
+
+async def open_session(session: ClientSession, era: Era) -> ClientSession:
+    """Start `session` in `era` and return it."""
+    if era == "legacy":
+        await session.initialize()
+    else:
+        await session.discover()
+    return session
+
+
+@asynccontextmanager
+async def stdio_session(*args: str, era: Era = "legacy") -> AsyncIterator[ClientSession]:
+    """An SDK ClientSession with ``python -m actors serve ARGS`` on stdio.
+
+    The SDK's stdio_client stops the server when the block ends (stdin closed,
+    then the process tree terminated).
+    """
+    params = StdioServerParameters(command=sys.executable, args=[*SERVE[1:], *args])
+    with tempfile.TemporaryFile("w+") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                yield await open_session(session, era)
+
+
+def texts(result: types.CallToolResult) -> str:
+    """All text items of a result, joined by newlines."""
+    return "\n".join(item.text for item in result.content if item.type == "text")
+
+
+def service_of(result: types.CallToolResult) -> Mapping[str, Any]:
+    """The ServiceInfo the first content item carries in its ``_meta``."""
+    meta = result.content[0].meta
+    assert meta is not None, "the content item lost its _meta on the way"
+    info: Mapping[str, Any] = meta[SERVICE_INFO_META_KEY]
+    return info
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process (or an unreaped zombie) with `pid` exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def wait_gone(pid: int, seconds: float = 5.0) -> bool:
+    """Poll until `pid` no longer exists; False if it still does after `seconds`."""
+    with trio.move_on_after(seconds):
+        # Another process's exit: there is no event to wait on, so poll.
+        while pid_alive(pid):  # noqa: ASYNC110
+            await trio.sleep(0.05)
+        return True
+    return False
+
+
+class LogFile:
+    """A server's stderr, captured in a file so that a chatty server never blocks on a pipe."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self.file = file
+
+    def text(self) -> str:
+        """Everything written so far."""
+        return os.pread(self.file.fileno(), 1 << 24, 0).decode("utf-8", errors="replace")
+
+    async def wait_for(self, pattern: re.Pattern[str], process: trio.Process) -> re.Match[str]:
+        """The first match of `pattern` in the log, waiting for it (and for nothing dead)."""
+        with trio.fail_after(STARTUP_TIMEOUT):
+            while True:
+                match = pattern.search(self.text())
+                if match is not None:
+                    return match
+                if process.returncode is not None:
+                    msg = f"server exited with {process.returncode}:\n{self.text()}"
+                    raise AssertionError(msg)
+                await trio.sleep(0.02)
+
+
+class RawServer:
+    """``python -m actors serve`` over raw stdin/stdout, for what the SDK client cannot send."""
+
+    def __init__(self, process: trio.Process, log: LogFile) -> None:
+        self.process = process
+        self.log = log
+        self._buffer = b""
+        self._next_id = 100
+
+    async def send(self, message: Mapping[str, Any] | bytes) -> None:
+        """Write one line: a message as JSON, or raw bytes as they are."""
+        line = message if isinstance(message, bytes) else json.dumps(message).encode()
+        assert self.process.stdin is not None
+        await self.process.stdin.send_all(line + b"\n")
+
+    async def receive(self) -> dict[str, Any]:
+        """The next line the server writes, parsed."""
+        assert self.process.stdout is not None
+        with trio.fail_after(10):
+            while b"\n" not in self._buffer:
+                chunk = await self.process.stdout.receive_some()
+                if not chunk:
+                    msg = f"the server closed stdout; its log:\n{self.log.text()}"
+                    raise AssertionError(msg)
+                self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    async def request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Send a request and return its response."""
+        self._next_id += 1
+        await self.send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
+        response = await self.receive()
+        assert response["id"] == self._next_id, response
+        return response
+
+    async def call(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """A tools/call; returns the JSON-RPC response."""
+        return await self.request("tools/call", {"name": name, "arguments": arguments})
+
+    async def initialize(self) -> None:
+        """The legacy handshake."""
+        await self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw-test", "version": "0"},
+            },
+        )
+        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    async def close_stdin(self) -> None:
+        """EOF on the server's stdin."""
+        assert self.process.stdin is not None
+        await self.process.stdin.aclose()
+
+    async def wait(self) -> int:
+        """The exit code, once the server has exited (within 15 s)."""
+        with trio.fail_after(15):
+            return await self.process.wait()
+
+
+async def _stop(process: trio.Process) -> None:
+    """SIGTERM first, so that the server stops the workspace's processes; then SIGKILL."""
+    with trio.CancelScope(shield=True):
+        if process.returncode is None:
+            process.terminate()
+            with trio.move_on_after(5):
+                await process.wait()
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+
+
+@asynccontextmanager
+async def raw_server(*args: str) -> AsyncIterator[RawServer]:
+    """A stdio server driven by hand; killed and reaped when the block ends."""
+    with tempfile.TemporaryFile() as file:
+        process = await trio.lowlevel.open_process(
+            [*SERVE, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=file
+        )
+        try:
+            yield RawServer(process, LogFile(file))
+        finally:
+            await _stop(process)
+
+
+class HttpServer:
+    """A ``serve --http 127.0.0.1:0`` subprocess and the URL it printed."""
+
+    def __init__(self, process: trio.Process, log: LogFile, url: str) -> None:
+        self.process = process
+        self.log = log
+        self.url = url
+
+    @asynccontextmanager
+    async def session(
+        self, token: str | None = None, era: Era = "legacy"
+    ) -> AsyncIterator[ClientSession]:
+        """An SDK ClientSession over Streamable HTTP, with `token` as its bearer token."""
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        async with create_mcp_http_client(headers=headers) as http:
+            async with streamable_http_client(self.url, http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    yield await open_session(session, era)
+
+
+@asynccontextmanager
+async def http_server(*args: str) -> AsyncIterator[HttpServer]:
+    """An HTTP server on an ephemeral 127.0.0.1 port; killed and reaped when the block ends."""
+    with tempfile.TemporaryFile() as file:
+        process = await trio.lowlevel.open_process(
+            [*SERVE, "--http", "127.0.0.1:0", *args], stdin=subprocess.DEVNULL, stderr=file
+        )
+        try:
+            log = LogFile(file)
+            match = await log.wait_for(_LISTENING, process)
+            yield HttpServer(process, log, match.group(1))
+        finally:
+            await _stop(process)
