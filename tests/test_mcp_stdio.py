@@ -26,24 +26,10 @@ from ._mcp_helpers import (
     texts,
     wait_gone,
 )
+from ._schemas import schema_property_names
 
 ERAS = pytest.mark.parametrize("era", ["legacy", "modern"])
 SLEEPER = f"{sys.executable} -c 'import os, time; print(os.getpid(), flush=True); time.sleep(60)'"
-
-
-def _schema_names(schema: object) -> set[str]:
-    """Every property name anywhere in a JSON Schema."""
-    names: set[str] = set()
-    if isinstance(schema, dict):
-        properties = schema.get("properties")
-        if isinstance(properties, dict):
-            names.update(properties)
-        for value in schema.values():
-            names |= _schema_names(value)
-    elif isinstance(schema, list):
-        for value in schema:
-            names |= _schema_names(value)
-    return names
 
 
 class TestTools:
@@ -64,7 +50,8 @@ class TestTools:
             assert base
             assert tool.description
             assert tool.input_schema["type"] == "object"
-            assert not any(name.startswith("__") for name in _schema_names(tool.input_schema))
+            names = schema_property_names(tool.input_schema)
+            assert not any(name.startswith("__") for name in names)
 
     async def test_the_workspace_is_listed_only_with_allow_exec(self) -> None:
         """--allow-exec adds the workspace's tools."""

@@ -11,6 +11,8 @@ from actors import Registry, ToolModule, UnknownToolError, open_runtime
 from actors.modules import content_store, planning, playbook_store, workspace
 from protocol import CallResult
 
+from ._schemas import schema_property_names
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -30,21 +32,6 @@ def module_with(name: str, *tools: str) -> ToolModule[None]:
 def leak(state: None, __sessionId: str) -> str:
     """A handler that would list a context field (defined here: a class body would mangle it)."""
     return __sessionId
-
-
-def schema_property_names(schema: Any) -> set[str]:
-    """Every property name anywhere in a JSON schema, nested objects and arrays included."""
-    names: set[str] = set()
-    if isinstance(schema, dict):
-        properties = schema.get("properties")
-        if isinstance(properties, dict):
-            names.update(properties)
-        for value in schema.values():
-            names |= schema_property_names(value)
-    elif isinstance(schema, list):
-        for value in schema:
-            names |= schema_property_names(value)
-    return names
 
 
 class TestResolution:
