@@ -24,7 +24,7 @@ from ._runtime import RuntimeConfig
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-__all__ = ["main"]
+__all__ = ["configure_logging", "main"]
 
 _DEFAULT_MODULES: Final = "planning,playbook_store,content_store"
 _TENANT: Final = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -317,7 +317,8 @@ def _token_table(pairs: Iterable[tuple[str, str | None]]) -> dict[str, str | Non
     return table
 
 
-def _configure_logging(level: str) -> None:
+def configure_logging(level: str) -> None:
+    """Log to stderr at `level` as ``serve`` does: one line per event, libraries kept quiet."""
     logging.basicConfig(
         level=level.upper(),
         stream=sys.stderr,
@@ -364,7 +365,7 @@ def _serve(args: argparse.Namespace) -> int:
         options.check()
     except (ConfigurationError, ValueError, OSError) as exc:
         parser.error(str(exc))
-    _configure_logging(args.log_level)
+    configure_logging(args.log_level)
     failures: list[str] = []
     try:
         trio.run(serve, options)

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import attrs
 import trio
@@ -75,9 +75,9 @@ if TYPE_CHECKING:
     from protocol import ContextPolicy
 
     from ._registry import Registry
-    from ._runtime import Runtime
+    from ._runtime import RuntimeConfig
 
-__all__ = ["STDIO_CALLER", "Caller", "McpAdapter", "default_session", "in_tenant"]
+__all__ = ["STDIO_CALLER", "CallTarget", "Caller", "McpAdapter", "default_session", "in_tenant"]
 
 logger = logging.getLogger("actors.mcp")
 
@@ -105,6 +105,28 @@ class Caller:
 
 STDIO_CALLER: Final = Caller("stdio")
 """The parent process on stdio: a trusted middleware, bound to no tenant."""
+
+
+class CallTarget(Protocol):
+    """What an `McpAdapter` serves: a `Runtime`, or anything that runs calls as it does.
+
+    The benchmarks serve a stand-in that runs each handler in the request's
+    own task, to measure what the actor hop costs a round trip.
+    """
+
+    @property
+    def config(self) -> RuntimeConfig:
+        """The settings; the adapter reads the context policy."""
+        ...
+
+    @property
+    def registry(self) -> Registry:
+        """The tools to list, resolve and stamp errors with."""
+        ...
+
+    async def call(self, params: Mapping[str, Any]) -> CallResult:
+        """Run one tools/call-shaped call, as `Runtime.call` does."""
+        ...
 
 
 class _TenantError(ContextError):
@@ -184,7 +206,7 @@ class McpAdapter:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: CallTarget,
         *,
         identify: Callable[[ServerRequestContext[Any, Any]], Caller] | None = None,
     ) -> None:

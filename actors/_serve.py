@@ -4,12 +4,8 @@ Transports
 ----------
 * **stdio** (the default): the SDK's ``stdio_server`` and ``Server.run``. The
   parent process is the trusted middleware, so its context claims are taken
-  as given. stdin is read here rather than by the SDK, for two reasons: a line
-  longer than ``max_request_bytes`` must be refused without being held in
-  memory, and a read blocked on an idle stdin must be cancellable, or a
-  signal could not stop the server. Lines the SDK cannot parse, and the
-  oversized ones, are answered with a JSON-RPC error (the SDK would drop them
-  silently) and the server keeps serving.
+  as given. `actors._stdio` reads and writes the pipes (size limit on lines,
+  errors for lines the SDK cannot parse, no worker threads).
 * **Streamable HTTP** (``--http HOST:PORT``): the SDK's Starlette app, served
   by hypercorn on trio, behind a small ASGI gate that checks, in order, the
   ``Origin`` (403), the bearer token (401) and the declared body size (413).
@@ -41,18 +37,12 @@ import functools
 import hashlib
 import hmac
 import ipaddress
-import json
 import logging
-import os
-import re
-import secrets
 import signal
 import sys
 import urllib.parse
-from collections import deque
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
-import anyio
 import attrs
 import hypercorn.config
 import hypercorn.trio
@@ -61,29 +51,24 @@ from mcp import types
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from mcp.server.auth.provider import AccessToken
-from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
-from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 
 from ._mcp import Caller, McpAdapter
 from ._runtime import RuntimeConfig, open_runtime
+from ._stdio import serve_stdio
 from .modules import content_store, planning, playbook_store, workspace
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
     from pathlib import Path
-    from types import TracebackType
-    from typing import Self
 
     from hypercorn.typing import ASGIFramework
     from mcp.server.context import ServerRequestContext
-    from mcp.shared._stream_protocols import ReadStream, WriteStream
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from ._module import ToolModule
@@ -113,8 +98,6 @@ _TENANT_CLAIM: Final = "dev.mcp-actors/tenant"
 _LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
 # Once calls have drained, open connections (idle SSE streams) get this long.
 _HTTP_CLOSE_GRACE: Final = 1.0
-_READ_CHUNK: Final = 64 * 1024
-_ID_SCAN_BYTES: Final = 4096  # how much of an oversized line is kept to find its id
 
 
 class ConfigurationError(ValueError):
@@ -281,278 +264,12 @@ async def serve(options: ServeOptions) -> None:
                 watchers.start_soon(_drain, shutdown, adapter, grace, stop)
                 with shutdown.hurry:
                     if options.http is None:
-                        await _serve_stdio(adapter, options.max_request_bytes, stop)
+                        await serve_stdio(adapter, options.max_request_bytes, stop)
                     else:
                         await _serve_http(adapter, options, stop)
                 logger.info("transport stopped; stopping actors")
             watchers.cancel_scope.cancel()
     logger.info("stopped")
-
-
-async def _cancel_when(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
-
-
-# ---- stdio ---------------------------------------------------------------------
-
-
-@final
-@attrs.frozen
-class _Oversized:
-    """A line longer than the limit: its size and its first bytes (to find the request id)."""
-
-    size: int
-    head: bytes
-
-
-@final
-class _LineSplitter:
-    """Splits a byte stream into lines of at most `limit` bytes (sans-IO).
-
-    A longer line is never held whole: only its first bytes are kept, the rest
-    is counted and dropped, and it comes out as `_Oversized`.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._line = bytearray()
-        self._oversized: _Oversized | None = None
-
-    def feed(self, data: bytes) -> list[bytes | _Oversized]:
-        """Take the next bytes; return the lines they complete."""
-        lines: list[bytes | _Oversized] = []
-        start = 0
-        while (end := data.find(b"\n", start)) >= 0:
-            self._take(data[start:end])
-            lines.append(self._finish())
-            start = end + 1
-        self._take(data[start:])
-        return lines
-
-    def close(self) -> list[bytes | _Oversized]:
-        """At end of input: the last line, if it had no newline."""
-        if self._oversized is None and not self._line:
-            return []
-        return [self._finish()]
-
-    def _take(self, piece: bytes) -> None:
-        if self._oversized is not None:
-            self._oversized = attrs.evolve(self._oversized, size=self._oversized.size + len(piece))
-        elif len(self._line) + len(piece) > self._limit:
-            size = len(self._line) + len(piece)
-            head = bytes(self._line[:_ID_SCAN_BYTES]) + piece[:_ID_SCAN_BYTES]
-            self._oversized = _Oversized(size, head[:_ID_SCAN_BYTES])
-            self._line.clear()
-        else:
-            self._line += piece
-
-    def _finish(self) -> bytes | _Oversized:
-        if self._oversized is not None:
-            line: bytes | _Oversized = self._oversized
-            self._oversized = None
-            return line
-        complete = bytes(self._line)
-        self._line.clear()
-        return complete
-
-
-_WHITESPACE: Final = re.compile(r"[ \t\n\r]*")
-
-
-def leading_request_id(head: str) -> int | str | None:
-    """The ``id`` of a JSON-RPC message from its first characters, if it comes before the cut.
-
-    Reads the top-level members in order and stops at ``id``, at the first
-    member that is cut off, or at anything that is not JSON; the SDK writes
-    ``jsonrpc`` and ``id`` before ``params``, so its requests are answered
-    with their own id even when their arguments are far too long.
-    """
-    decoder = json.JSONDecoder()
-
-    def skip(index: int) -> int:
-        match = _WHITESPACE.match(head, index)
-        return index if match is None else match.end()
-
-    index = skip(0)
-    if not head.startswith("{", index):
-        return None
-    index += 1
-    while True:
-        try:
-            key, index = decoder.raw_decode(head, skip(index))
-            index = skip(index)
-            if not head.startswith(":", index):
-                return None
-            value, index = decoder.raw_decode(head, skip(index + 1))
-        except ValueError:
-            return None
-        if key == "id":
-            valid = isinstance(value, str) or (
-                isinstance(value, int) and not isinstance(value, bool)
-            )
-            return value if valid else None
-        index = skip(index)
-        if not head.startswith(",", index):
-            return None
-        index += 1
-
-
-@final
-class _StdinLines:
-    """stdin as text lines for the SDK's ``stdio_server``, each at most `limit` bytes.
-
-    Read in a worker thread that a cancellation abandons, so that a server
-    waiting on an idle stdin still stops on a signal. An oversized line is
-    replaced by a notification to `marker`, a method name no client can guess,
-    which `_GuardedReadStream` answers with an error; blank lines are skipped.
-    """
-
-    def __init__(self, fd: int, limit: int) -> None:
-        self._fd = fd
-        self._limit = limit
-        self._splitter = _LineSplitter(limit)
-        self._ready: deque[bytes | _Oversized] = deque()
-        self._eof = False
-        self.marker: Final = f"mcp-actors/oversized-{secrets.token_hex(8)}"
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> str:
-        while True:
-            while not self._ready:
-                if self._eof:
-                    raise StopAsyncIteration
-                await self._read()
-            text = self._text(self._ready.popleft())
-            if text is not None:
-                return text
-
-    async def _read(self) -> None:
-        data = await trio.to_thread.run_sync(os.read, self._fd, _READ_CHUNK, abandon_on_cancel=True)
-        if data:
-            self._ready.extend(self._splitter.feed(data))
-        else:
-            self._eof = True
-            self._ready.extend(self._splitter.close())
-
-    def _text(self, line: bytes | _Oversized) -> str | None:
-        if isinstance(line, _Oversized):
-            head = line.head.decode("utf-8", errors="replace")
-            params = {"id": leading_request_id(head), "size": line.size, "limit": self._limit}
-            return json.dumps({"jsonrpc": "2.0", "method": self.marker, "params": params})
-        text = line.decode("utf-8", errors="replace")  # as the SDK's own stdio transport does
-        return text if text.strip() else None
-
-
-def _parse_error(error: Exception) -> types.ErrorData:
-    """The JSON-RPC error for a line the SDK could not turn into a message."""
-    if isinstance(error, ValidationError):
-        for detail in error.errors(include_url=False, include_input=False):
-            if detail["type"] == "json_invalid":
-                return types.ErrorData(
-                    code=types.PARSE_ERROR, message=f"Parse error: {detail['msg']}"
-                )
-    message = (
-        "Invalid Request: the line is JSON but not a JSON-RPC 2.0 request, notification or response"
-    )
-    return types.ErrorData(code=types.INVALID_REQUEST, message=message)
-
-
-def _oversized_error(params: Mapping[str, Any]) -> tuple[types.RequestId | None, types.ErrorData]:
-    message = (
-        f"Invalid Request: the message is {params['size']} bytes; this server accepts at most "
-        f"{params['limit']} bytes per message (--max-request-bytes)"
-    )
-    return params["id"], types.ErrorData(code=types.INVALID_REQUEST, message=message)
-
-
-@final
-class _GuardedReadStream:
-    """The SDK's stdio read stream, with bad lines answered here instead of dropped.
-
-    ``stdio_server`` passes a line it cannot parse on as an exception, which
-    the SDK's dispatcher only logs; a client waiting for its reply would wait
-    forever. This stream answers each such line, and each oversized one, with
-    a JSON-RPC error on the write stream, and passes every other item on.
-    """
-
-    def __init__(
-        self,
-        inner: ReadStream[SessionMessage | Exception],
-        replies: WriteStream[SessionMessage],
-        marker: str,
-    ) -> None:
-        self._inner = inner
-        self._replies = replies
-        self._marker = marker
-
-    @property
-    def last_context(self) -> object:
-        """The sender's context of the last item, which the SDK's dispatcher restores."""
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> SessionMessage | Exception:
-        """The next message the SDK should handle."""
-        while True:
-            item = await self._inner.receive()
-            if isinstance(item, Exception):
-                await self._answer(None, _parse_error(item))
-            elif (
-                isinstance(item.message, types.JSONRPCNotification)
-                and item.message.method == self._marker
-            ):
-                await self._answer(*_oversized_error(item.message.params or {}))
-            else:
-                return item
-
-    async def _answer(self, request_id: types.RequestId | None, error: types.ErrorData) -> None:
-        logger.warning("stdio: refused a message: %s", error.message)
-        reply = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
-        try:
-            await self._replies.send(SessionMessage(reply))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            logger.debug("stdio: the connection closed before the error could be sent")
-
-    async def aclose(self) -> None:
-        """Close the SDK's stream."""
-        await self._inner.aclose()
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-async def _serve_stdio(adapter: McpAdapter, max_request_bytes: int, stop: trio.Event) -> None:
-    """Serve one connection on stdin/stdout until EOF or `stop`."""
-    lines = _StdinLines(sys.stdin.fileno(), max_request_bytes)
-    server = adapter.server
-    logger.info("serving MCP on stdio")
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_cancel_when, stop, nursery.cancel_scope)
-        # stdio_server declares an AsyncFile but only iterates it (`async for line in stdin`).
-        async with stdio_server(stdin=cast("anyio.AsyncFile[str]", lines)) as (read, write):
-            guarded = _GuardedReadStream(read, write, lines.marker)
-            await server.run(guarded, write, server.create_initialization_options())
-        nursery.cancel_scope.cancel()
-    logger.info("stdin closed" if not stop.is_set() else "stdio transport stopped")
 
 
 # ---- Streamable HTTP ---------------------------------------------------------

@@ -13,7 +13,8 @@ median of the rounds with their spread, each figure beside its target:
 * ``churn`` — a TTL near zero under load: no lost, wrong or duplicated call;
 * ``isolation`` — interleaved sessions through the ``planning`` module: no
   leaked goal, while the seeds' ``switch_context`` design leaks;
-* ``mcp`` — skipped until the MCP server exists;
+* ``mcp`` — tools/call over stdio with the SDK client, through a server with
+  actors and one calling handlers directly: the actor hop's share;
 * ``peers`` — the same keyed call through Ray and pykka, when installed.
 
 A number never makes the harness fail: it reports. `run_suite` is the entry

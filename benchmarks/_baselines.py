@@ -9,6 +9,8 @@ differences measured are the designs' own:
 * `LockedDict` — the seeds' design done right: one dict of states, a
   ``trio.Lock`` per key, the handler run in the caller's task.
 * `DirectCall` — the handler called directly: the cost of the work itself.
+* `HandlersDirect` — `Runtime.call` without the actor, for the ``mcp``
+  scenario's server that calls handlers directly.
 * `SwitchContext` — the seeds' bug: one global current context that each call
   switches before running its handler (see the `isolation` scenario).
 """
@@ -17,16 +19,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import trio
 
 from actors import ToolModule
-from protocol import Scope, ToolContext
+from protocol import CallResult, Scope, ToolContext, parse_call
+
+if TYPE_CHECKING:
+    from actors import Registry, Runtime, RuntimeConfig
 
 __all__ = [
     "ChannelFloor",
     "DirectCall",
+    "HandlersDirect",
     "KeyState",
     "LiveStates",
     "LockedDict",
@@ -223,6 +229,44 @@ class DirectCall:
         if state is None:
             state = self._states[key] = KeyState(key)
         return self._handler(state)
+
+
+@final
+class HandlersDirect:
+    """`Runtime.call` without the actor: the handler runs in the caller's task.
+
+    It parses, resolves, binds and shapes the result exactly as the runtime
+    does, with the runtime's registry and context policy, and keeps one state
+    per key in a dict. It is not safe for concurrent calls on a key whose
+    handler awaits — which is the point of actors — but the benchmark's no-op
+    handler never awaits.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._states: dict[tuple[object, ...], object] = {}
+
+    @property
+    def config(self) -> RuntimeConfig:
+        """The runtime's settings."""
+        return self._runtime.config
+
+    @property
+    def registry(self) -> Registry:
+        """The runtime's tools."""
+        return self._runtime.registry
+
+    async def call(self, params: Mapping[str, Any]) -> CallResult:
+        """Run one call on its key's state, here and now."""
+        parsed = parse_call(params, self.config.policy)
+        tool = self.registry.resolve(parsed.name)
+        arguments = tool.signature.bind(parsed.arguments)
+        module = tool.module
+        route = (module.name, *module.scope.parts(parsed.context))
+        state = self._states.get(route)
+        if state is None:
+            state = self._states[route] = module.state(module.scope.project(parsed.context))
+        return tool.result_of(tool.invoke(state, parsed.context, arguments))
 
 
 @final

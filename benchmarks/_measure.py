@@ -55,6 +55,8 @@ class Batch:
     """Wall-clock seconds from the first call to the last reply."""
     latencies: tuple[float, ...]
     """Seconds each call took, caller-side, in call order."""
+    cpu: float | None = None
+    """CPU seconds the serving process spent on the batch, when a contender can tell."""
 
     @property
     def throughput(self) -> float:

@@ -15,6 +15,7 @@ from ._churn import run_churn
 from ._isolation import run_isolation
 from ._measure import Progress
 from ._memory import run_memory
+from ._over_mcp import run_over_mcp
 from ._peers import run_peers
 from ._report import Report, ScenarioResult
 
@@ -64,6 +65,16 @@ class Sizes:
     """peers: calls per batch."""
     peer_callers: int
     """peers: calls in flight with many callers."""
+    mcp_rounds: int
+    """mcp: rounds (many short ones: the hop is a small difference of two round trips)."""
+    mcp_sessions: int
+    """mcp: sessions the calls spread over (one actor each)."""
+    mcp_light_calls: int
+    """mcp: calls per batch with one caller."""
+    mcp_calls: int
+    """mcp: calls per batch with many callers."""
+    mcp_callers: int
+    """mcp: concurrent callers with many."""
 
 
 TINY: Final = Sizes(
@@ -86,6 +97,11 @@ TINY: Final = Sizes(
     peer_keys=5,
     peer_calls=40,
     peer_callers=10,
+    mcp_rounds=2,
+    mcp_sessions=5,
+    mcp_light_calls=10,
+    mcp_calls=20,
+    mcp_callers=5,
 )
 QUICK: Final = Sizes(
     name="quick",
@@ -107,6 +123,11 @@ QUICK: Final = Sizes(
     peer_keys=100,
     peer_calls=400,
     peer_callers=100,
+    mcp_rounds=30,
+    mcp_sessions=100,
+    mcp_light_calls=50,
+    mcp_calls=300,
+    mcp_callers=50,
 )
 FULL: Final = Sizes(
     name="full",
@@ -128,15 +149,16 @@ FULL: Final = Sizes(
     peer_keys=1_000,
     peer_calls=3_000,
     peer_callers=100,
+    mcp_rounds=60,
+    mcp_sessions=1_000,
+    mcp_light_calls=100,
+    mcp_calls=2_000,
+    mcp_callers=100,
 )
 PRESETS: Final = {sizes.name: sizes for sizes in (TINY, QUICK, FULL)}
 """The sizes by name: ``tiny`` (the tests), ``quick`` (the default), ``full``."""
 
 Scenario = Callable[[Sizes, Progress], ScenarioResult]
-
-
-def _skip_mcp(_sizes: Sizes, _progress: Progress) -> ScenarioResult:
-    return ScenarioResult("mcp", notes=("skipped: requires the MCP server (issue 4)",))
 
 
 SCENARIOS: Final[Mapping[str, Scenario]] = {
@@ -145,7 +167,7 @@ SCENARIOS: Final[Mapping[str, Scenario]] = {
     "memory": run_memory,
     "churn": run_churn,
     "isolation": run_isolation,
-    "mcp": _skip_mcp,
+    "mcp": run_over_mcp,
     "peers": run_peers,
 }
 """Every scenario by name, in the order a full run takes them."""

@@ -15,9 +15,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from actors import ArgumentsError, RuntimeConfig, open_runtime
 from benchmarks import PRESETS, SCENARIOS, Figure, Report, run_suite
 from benchmarks.__main__ import main
+from benchmarks._baselines import HandlersDirect, bench_module
 from benchmarks._measure import Batch, Stats, drive, percentile
+from benchmarks._over_mcp import run_over_mcp
 from benchmarks._peers import run_peers
 from benchmarks._report import INSTALL_HINT
 
@@ -77,10 +80,31 @@ class TestReportShape:
         for fig in report.figures[:20]:
             assert fig.name in markdown
 
-    def test_the_mcp_scenario_says_why_it_is_skipped(self, report: Report) -> None:
-        """The over-MCP scenario is skipped with a line naming what it waits for."""
-        (mcp,) = [s for s in report.scenarios if s.name == "mcp"]
-        assert mcp.notes == ("skipped: requires the MCP server (issue 4)",)
+    def test_the_mcp_scenario_measures_both_servers_and_the_hop(self, report: Report) -> None:
+        """Both servers' throughput, latency and CPU per call; the hop judged at each load."""
+        mcp = {f.name: f for f in report.figures if f.scenario == "mcp"}
+        phases = ("callers=1", f"callers={PRESETS['tiny'].mcp_callers}")
+        for server in ("runtime server", "direct server"):
+            for phase in phases:
+                for what in ("calls/s", "p50", "p99", "CPU per call"):
+                    value = mcp[f"{server} {what}, {phase}"].value
+                    assert math.isfinite(value)
+                    assert value > 0  # CPU per call is read from the server process
+        for phase in phases:
+            share = mcp[f"actor hop, share of a round trip, {phase}"]
+            assert share.target == "≤ 5 %"
+            assert isinstance(share.meets, bool)
+            assert math.isfinite(mcp[f"actor hop in process, {phase}"].value)
+
+    def test_the_mcp_scenario_without_the_server_extra_says_how_to_install_it(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Without mcp, the scenario is skipped with the install command."""
+        monkeypatch.setattr(importlib.util, "find_spec", lambda _name: None)
+        result = run_over_mcp(PRESETS["tiny"], lambda _line: None)
+        assert result.figures == ()
+        (note,) = result.notes
+        assert "pip install -e '.[server]'" in note
 
 
 class TestCorrectnessCounters:
@@ -146,6 +170,19 @@ class TestMeasuringLoop:
         assert Batch(10, 2.0, ()).throughput == 5.0
 
 
+class TestDirectStandIn:
+    async def test_handlers_direct_answers_as_the_runtime_does(self) -> None:
+        """The mcp scenario's direct server parses, binds and shapes results like the runtime."""
+        async with open_runtime([bench_module()], RuntimeConfig()) as runtime:
+            direct = HandlersDirect(runtime)
+            for session in ("a", "b", "a"):
+                call = {"name": "bench__whoami", "arguments": {}, "_meta": {"sessionId": session}}
+                assert await direct.call(call) == await runtime.call(call)
+            bad = {"name": "bench__whoami", "arguments": {"extra": 1}, "_meta": {"sessionId": "a"}}
+            with pytest.raises(ArgumentsError):
+                await direct.call(bad)
+
+
 class TestOptionalPackages:
     def test_plain_table_without_rich(
         self, report: Report, monkeypatch: pytest.MonkeyPatch
@@ -191,7 +228,7 @@ class TestCommandLine:
         argv = ["--tiny", "--only", "isolation,mcp", "--json", str(json_path)]
         assert main([*argv, "--markdown", str(markdown_path)]) == 0
         scenarios = {f["scenario"] for f in json.loads(json_path.read_text())["figures"]}
-        assert scenarios == {"isolation"}
+        assert scenarios == {"isolation", "mcp"}
         assert "## mcp" in markdown_path.read_text()
 
     def test_unknown_scenario_is_refused_with_the_known_ones(

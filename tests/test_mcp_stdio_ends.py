@@ -1,0 +1,204 @@
+"""The two ends of the stdio transport: pipes read and written by trio, the threaded fallback.
+
+Under an MCP client, stdin and stdout are pipes of the server's own, and trio
+reads and writes them directly; for a terminal, a file, or stderr sharing a
+pipe with them, the server falls back to worker threads. Either way stray
+output of a handler never reaches the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from tests._mcp_helpers import SERVE, LogFile, raw_server
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+    from pathlib import Path
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "ends-test", "version": "0"},
+    },
+}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def tools_call(request_id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A tools/call request."""
+    params = {"name": name, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def wire(*messages: dict[str, Any]) -> bytes:
+    """Messages as the newline-delimited JSON the stdio transport reads."""
+    return b"".join(json.dumps(m).encode() + b"\n" for m in messages)
+
+
+def threads_of(pid: int) -> int:
+    """How many threads process `pid` has."""
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+async def test_pipes_are_served_without_worker_threads() -> None:
+    async with raw_server() as server:
+        await server.initialize()
+        for number in range(20):
+            response = await server.call(
+                "planning__create_goal", {"goal": f"g{number}", "__sessionId": "s"}
+            )
+            assert not response["result"]["isError"], response
+        assert "serving MCP on stdio (pipes)" in server.log.text()
+        # The threaded transport keeps a worker per read and write in trio's
+        # thread cache; on pipes the server runs on its main thread alone.
+        assert threads_of(server.process.pid) == 1
+
+
+@asynccontextmanager
+async def spawned(argv: Sequence[str], stderr: Any) -> AsyncIterator[trio.Process]:
+    """A server process with pipes for stdin and stdout; stopped and reaped on the way out."""
+    process = await trio.lowlevel.open_process(
+        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr
+    )
+    try:
+        yield process
+    finally:
+        with trio.CancelScope(shield=True):
+            process.kill()
+            await process.wait()
+
+
+async def exchange(process: trio.Process, messages: bytes, reply_id: int) -> list[bytes]:
+    """Send `messages`, read stdout until the reply to `reply_id`, close stdin; every line read."""
+    assert process.stdin is not None
+    assert process.stdout is not None
+    await process.stdin.send_all(messages)
+    received = b""
+    with trio.fail_after(15):
+        while f'"id":{reply_id},'.encode() not in received:
+            chunk = await process.stdout.receive_some()
+            assert chunk, f"stdout closed early: {received!r}"
+            received += chunk
+        await process.stdin.aclose()
+        assert await process.wait() == 0
+    return received.splitlines()
+
+
+def replies(lines: list[bytes]) -> dict[int, dict[str, Any]]:
+    """The JSON-RPC replies among `lines`, by id (log lines may be mixed in)."""
+    messages = [json.loads(line) for line in lines if line.startswith(b"{")]
+    return {message["id"]: message for message in messages if "id" in message}
+
+
+async def test_stderr_sharing_the_stdout_pipe_keeps_the_threaded_transport() -> None:
+    # `2>&1`: non-blocking mode on the shared pipe would reach the log's writes.
+    call = tools_call(2, "planning__create_goal", {"goal": "Bake", "__sessionId": "s"})
+    async with spawned(SERVE, subprocess.STDOUT) as process:
+        lines = await exchange(process, wire(INITIALIZE, INITIALIZED, call), reply_id=2)
+    assert b"serving MCP on stdio (worker threads)" in b"\n".join(lines)
+    result = replies(lines)[2]["result"]
+    assert not result["isError"], result
+    assert "Bake" in result["content"][0]["text"]
+
+
+OWNS_PIPES = "from actors._stdio import owns_pipes; print(owns_pipes(), file=sys.stderr)"
+
+
+def owns_pipes_with(stdin: Any, stdout: Any, stderr: Any) -> str:
+    """What `owns_pipes` says in a process with these three standard streams."""
+    with tempfile.TemporaryFile() as report:
+        if stderr is None:
+            stderr = report
+        subprocess.run(
+            [sys.executable, "-c", f"import sys; {OWNS_PIPES}"],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            check=True,
+            timeout=30,
+        )
+        report.seek(0)
+        return report.read().decode().strip()
+
+
+def test_owns_pipes_for_pipes_of_its_own() -> None:
+    assert owns_pipes_with(subprocess.PIPE, subprocess.PIPE, None) == "True"
+
+
+def test_owns_sockets_of_its_own() -> None:
+    server_end, client_end = socket.socketpair()
+    with server_end, client_end:
+        assert owns_pipes_with(server_end, server_end, None) == "True"
+
+
+def test_does_not_own_a_file_on_stdin(tmp_path: Path) -> None:
+    path = tmp_path / "stdin"
+    path.write_bytes(b"")
+    with path.open("rb") as stdin:
+        assert owns_pipes_with(stdin, subprocess.PIPE, None) == "False"
+
+
+def test_does_not_own_stdout_shared_with_stderr() -> None:
+    with tempfile.TemporaryFile() as combined:
+        subprocess.run(
+            [sys.executable, "-c", f"import sys; {OWNS_PIPES}"],
+            stdin=subprocess.PIPE,
+            stdout=combined,
+            stderr=subprocess.STDOUT,
+            check=True,
+            timeout=30,
+        )
+        combined.seek(0)
+        assert combined.read().decode().strip() == "False"
+
+
+NOISY_SERVER = textwrap.dedent(
+    """
+    import os, sys, trio
+    from actors import RuntimeConfig, ToolModule, open_runtime
+    from actors._mcp import McpAdapter
+    from actors._stdio import serve_stdio
+
+    noisy = ToolModule("noisy", lambda context: None)
+
+    @noisy.tool
+    def shout(state: None) -> str:
+        \"\"\"Write to stdout behind the transport's back, then answer.\"\"\"
+        print("stray print", flush=True)
+        os.write(1, b"stray write\\n")
+        return "answered"
+
+    async def main() -> None:
+        async with open_runtime([noisy], RuntimeConfig()) as runtime:
+            await serve_stdio(McpAdapter(runtime), 1 << 20, trio.Event())
+
+    trio.run(main)
+    """
+)
+
+
+async def test_stray_output_of_a_handler_misses_the_wire() -> None:
+    call = tools_call(2, "noisy__shout", {"__sessionId": "s"})
+    with tempfile.TemporaryFile() as log:
+        async with spawned((sys.executable, "-c", NOISY_SERVER), log) as process:
+            lines = await exchange(process, wire(INITIALIZE, INITIALIZED, call), reply_id=2)
+        text = LogFile(log).text()
+    assert all(line.startswith(b"{") for line in lines), lines
+    assert replies(lines)[2]["result"]["content"][0]["text"] == "answered"
+    assert "stray print" in text
+    assert "stray write" in text
