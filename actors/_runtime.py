@@ -297,6 +297,7 @@ class Runtime:
         self._live_keys: set[ActorKey] = set()  # keys with a state, kept by the actor tasks
         self._counters = _Counters()
         self._closing = False
+        self._defaulted_tools: set[str] = set()  # tools called without a session so far
         self._timeout = math.inf if config.call_timeout is None else config.call_timeout
         # TTL bookkeeping: a heap of (when to look at an actor again, tie-breaker, actor),
         # read by one reaper task. Entries go stale when an actor is used; the
@@ -327,15 +328,27 @@ class Runtime:
         runtime could not complete. See the module docstring for cancellation.
         """
         parsed = parse_call(params, self._config.policy)
-        if parsed.session_defaulted:
-            logger.warning(
-                "call to %s named no session; using %r (lenient context policy)",
-                parsed.name,
-                parsed.context.session_id,
-            )
         tool = self._registry.resolve(parsed.name)
+        if parsed.session_defaulted:
+            self._log_defaulted(tool, parsed.context.session_id)
         arguments = tool.signature.bind(parsed.arguments)
         return await self._route(tool, parsed.context, arguments)
+
+    def _log_defaulted(self, tool: Tool, session: str) -> None:
+        """Warn of the first call to `tool` without a session; later ones only at DEBUG.
+
+        A host that never names sessions would otherwise get a warning per call.
+        """
+        if tool.full_name in self._defaulted_tools:
+            logger.debug("call to %s named no session; using %r", tool.full_name, session)
+            return
+        self._defaulted_tools.add(tool.full_name)
+        logger.warning(
+            "call to %s named no session; using %r (lenient context policy); "
+            "later calls to it without one are logged at DEBUG",
+            tool.full_name,
+            session,
+        )
 
     async def call_tool(
         self,
