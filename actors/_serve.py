@@ -28,7 +28,8 @@ result), lets the calls in flight finish for up to ``shutdown_grace``
 seconds, then stops the transport; the runtime then stops every actor and
 runs every state's ``on_stop`` (the workspace's kills its processes). A
 second signal stops the transport at once. EOF on stdin ends a stdio server
-the same way, without the grace: nobody is left to read the replies.
+the same way: the calls read before it still get their replies, within the
+same grace (a client may close stdin right after its last request).
 """
 
 from __future__ import annotations
@@ -264,7 +265,7 @@ async def serve(options: ServeOptions) -> None:
                 watchers.start_soon(_drain, shutdown, adapter, grace, stop)
                 with shutdown.hurry:
                     if options.http is None:
-                        await serve_stdio(adapter, options.max_request_bytes, stop)
+                        await serve_stdio(adapter, options.max_request_bytes, stop, eof_grace=grace)
                     else:
                         await _serve_http(adapter, options, stop)
                 logger.info("transport stopped; stopping actors")

@@ -56,6 +56,7 @@ __all__ = ["leading_request_id", "owns_pipes", "serve_stdio"]
 logger = logging.getLogger("actors.serve")
 
 _READ_CHUNK: Final = 64 * 1024
+_CANCELLED: Final = "notifications/cancelled"
 _ID_SCAN_BYTES: Final = 4096  # how much of an oversized line is kept to find its id
 
 
@@ -237,6 +238,72 @@ def _oversized_error(params: Mapping[str, Any]) -> tuple[types.RequestId | None,
 
 
 @final
+class _Unanswered:
+    """The ids of the requests read so far that have no response on the way yet."""
+
+    def __init__(self) -> None:
+        self._ids: set[types.RequestId] = set()
+        self._none_left = trio.Event()
+        self._none_left.set()
+
+    def read(self, message: types.JSONRPCMessage) -> None:
+        """Note a message from the client: a request to answer, or a cancellation."""
+        if isinstance(message, types.JSONRPCRequest):
+            if not self._ids:
+                self._none_left = trio.Event()
+            self._ids.add(message.id)
+        elif isinstance(message, types.JSONRPCNotification) and message.method == _CANCELLED:
+            # A cancelled request gets no response (MCP); stop waiting for one.
+            self._settle((message.params or {}).get("requestId"))
+
+    def written(self, message: types.JSONRPCMessage) -> None:
+        """Note a message handed to the writer: a response settles its request."""
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            self._settle(message.id)
+
+    def _settle(self, request_id: object) -> None:
+        self._ids.discard(request_id)
+        if not self._ids:
+            self._none_left.set()
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    async def wait_all(self) -> None:
+        """Return once every request read has its response on the way."""
+        await self._none_left.wait()
+
+
+@final
+class _AnsweringWriteStream:
+    """The SDK's write stream, telling `_Unanswered` about every response it carries."""
+
+    def __init__(self, inner: WriteStream[SessionMessage], unanswered: _Unanswered) -> None:
+        self._inner = inner
+        self._unanswered = unanswered
+
+    async def send(self, item: SessionMessage, /) -> None:
+        """Pass `item` to the writer; once it has taken it, the request is answered."""
+        await self._inner.send(item)
+        self._unanswered.written(item.message)
+
+    async def aclose(self) -> None:
+        """Close the SDK's stream."""
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+@final
 class _GuardedReadStream:
     """The SDK's stdio read stream, with bad lines answered here instead of dropped.
 
@@ -244,6 +311,11 @@ class _GuardedReadStream:
     the SDK's dispatcher only logs; a client waiting for its reply would wait
     forever. This stream answers each such line, and each oversized one, with
     a JSON-RPC error on the write stream, and passes every other item on.
+
+    At EOF it holds the end back until every request read has its response
+    on the way (at most `eof_grace` seconds): the SDK cancels the calls in
+    flight when its read stream ends, and a client that closes stdin after
+    its last request still reads the replies.
     """
 
     def __init__(
@@ -251,10 +323,14 @@ class _GuardedReadStream:
         inner: ReadStream[SessionMessage | Exception],
         replies: WriteStream[SessionMessage],
         marker: str,
+        unanswered: _Unanswered,
+        eof_grace: float,
     ) -> None:
         self._inner = inner
         self._replies = replies
         self._marker = marker
+        self._unanswered = unanswered
+        self._eof_grace = eof_grace
 
     @property
     def last_context(self) -> object:
@@ -264,7 +340,16 @@ class _GuardedReadStream:
     async def receive(self) -> SessionMessage | Exception:
         """The next message the SDK should handle."""
         while True:
-            item = await self._inner.receive()
+            try:
+                item = await self._inner.receive()
+            except anyio.EndOfStream:
+                with trio.move_on_after(self._eof_grace) as waited:
+                    await self._unanswered.wait_all()
+                if waited.cancelled_caught:
+                    logger.warning(
+                        "stdin closed; %d call(s) got no reply in time", len(self._unanswered)
+                    )
+                raise
             if isinstance(item, Exception):
                 await self._answer(None, _parse_error(item))
             elif (
@@ -273,6 +358,7 @@ class _GuardedReadStream:
             ):
                 await self._answer(*_oversized_error(item.message.params or {}))
             else:
+                self._unanswered.read(item.message)
                 return item
 
     async def _answer(self, request_id: types.RequestId | None, error: types.ErrorData) -> None:
@@ -388,8 +474,13 @@ async def _threaded_ends(limit: int) -> AsyncIterator[tuple[_StdinLines, None]]:
     yield _StdinLines(read, limit), None
 
 
-async def serve_stdio(adapter: McpAdapter, max_request_bytes: int, stop: trio.Event) -> None:
-    """Serve one connection on stdin/stdout until EOF or `stop`."""
+async def serve_stdio(
+    adapter: McpAdapter, max_request_bytes: int, stop: trio.Event, *, eof_grace: float = 10.0
+) -> None:
+    """Serve one connection on stdin/stdout until EOF or `stop`.
+
+    At EOF the calls in flight still get their replies, for up to `eof_grace` seconds.
+    """
     direct = owns_pipes()
     ends = _trio_ends if direct else _threaded_ends
     server = adapter.server
@@ -400,7 +491,9 @@ async def serve_stdio(adapter: McpAdapter, max_request_bytes: int, stop: trio.Ev
         async with stdio_server(
             stdin=cast("anyio.AsyncFile[str]", lines), stdout=cast("anyio.AsyncFile[str]", wire)
         ) as (read, write):
-            guarded = _GuardedReadStream(read, write, lines.marker)
-            await server.run(guarded, write, server.create_initialization_options())
+            unanswered = _Unanswered()
+            guarded = _GuardedReadStream(read, write, lines.marker, unanswered, eof_grace)
+            answering = _AnsweringWriteStream(write, unanswered)
+            await server.run(guarded, answering, server.create_initialization_options())
         nursery.cancel_scope.cancel()
     logger.info("stdin closed" if not stop.is_set() else "stdio transport stopped")

@@ -18,6 +18,7 @@ import textwrap
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import trio
 
 from tests._mcp_helpers import SERVE, LogFile, raw_server
@@ -167,38 +168,93 @@ def test_does_not_own_stdout_shared_with_stderr() -> None:
         assert combined.read().decode().strip() == "False"
 
 
-NOISY_SERVER = textwrap.dedent(
+SCRIPTED_SERVER = textwrap.dedent(
     """
     import os, sys, trio
     from actors import RuntimeConfig, ToolModule, open_runtime
     from actors._mcp import McpAdapter
     from actors._stdio import serve_stdio
 
-    noisy = ToolModule("noisy", lambda context: None)
+    scripted = ToolModule("scripted", lambda context: None)
 
-    @noisy.tool
+    @scripted.tool
     def shout(state: None) -> str:
         \"\"\"Write to stdout behind the transport's back, then answer.\"\"\"
         print("stray print", flush=True)
         os.write(1, b"stray write\\n")
         return "answered"
 
-    async def main() -> None:
-        async with open_runtime([noisy], RuntimeConfig()) as runtime:
-            await serve_stdio(McpAdapter(runtime), 1 << 20, trio.Event())
+    @scripted.tool
+    async def nap(state: None, seconds: float) -> str:
+        \"\"\"Answer after `seconds`.\"\"\"
+        await trio.sleep(seconds)
+        return "rested"
 
-    trio.run(main)
+    async def main(eof_grace: float) -> None:
+        async with open_runtime([scripted], RuntimeConfig(shutdown_grace=0.5)) as runtime:
+            await serve_stdio(McpAdapter(runtime), 1 << 20, trio.Event(), eof_grace=eof_grace)
+
+    trio.run(main, float(sys.argv[1]))
     """
 )
 
 
+def scripted_server(eof_grace: float = 10.0) -> tuple[str, ...]:
+    """The command line of `SCRIPTED_SERVER`."""
+    return (sys.executable, "-c", SCRIPTED_SERVER, str(eof_grace))
+
+
 async def test_stray_output_of_a_handler_misses_the_wire() -> None:
-    call = tools_call(2, "noisy__shout", {"__sessionId": "s"})
+    call = tools_call(2, "scripted__shout", {"__sessionId": "s"})
     with tempfile.TemporaryFile() as log:
-        async with spawned((sys.executable, "-c", NOISY_SERVER), log) as process:
+        async with spawned(scripted_server(), log) as process:
             lines = await exchange(process, wire(INITIALIZE, INITIALIZED, call), reply_id=2)
         text = LogFile(log).text()
     assert all(line.startswith(b"{") for line in lines), lines
     assert replies(lines)[2]["result"]["content"][0]["text"] == "answered"
     assert "stray print" in text
     assert "stray write" in text
+
+
+@pytest.mark.parametrize("stdin_kind", ["pipe", "file"])
+async def test_calls_in_flight_at_eof_still_get_their_replies(
+    stdin_kind: str, tmp_path: Path
+) -> None:
+    """A client that closes stdin right after its last request reads every reply."""
+    goals = [
+        tools_call(10 + n, "planning__create_goal", {"goal": f"g{n}", "__sessionId": "s"})
+        for n in range(5)
+    ]
+    listing = tools_call(20, "planning__list_goals", {"__sessionId": "s"})
+    messages = wire(INITIALIZE, INITIALIZED, *goals, listing)
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(messages)
+    with requests.open("rb") as file, tempfile.TemporaryFile() as log:
+        with trio.fail_after(30):
+            result = await trio.run_process(
+                list(SERVE),
+                stdin=messages if stdin_kind == "pipe" else file,
+                stderr=log,
+                capture_stdout=True,
+            )
+        text = LogFile(log).text()
+    answered = replies(result.stdout.splitlines())
+    assert sorted(answered) == [1, 10, 11, 12, 13, 14, 20], text
+    assert all(not answered[n]["result"]["isError"] for n in (10, 11, 12, 13, 14, 20))
+    assert "Goals (5)" in answered[20]["result"]["content"][0]["text"]
+
+
+async def test_the_wait_for_replies_at_eof_is_bounded() -> None:
+    """A call still running when the grace is over is answered "Connection closed"."""
+    nap = tools_call(2, "scripted__nap", {"seconds": 60, "__sessionId": "s"})
+    with tempfile.TemporaryFile() as log:
+        with trio.fail_after(20):
+            result = await trio.run_process(
+                list(scripted_server(eof_grace=0.3)),
+                stdin=wire(INITIALIZE, INITIALIZED, nap),
+                stderr=log,
+                capture_stdout=True,
+            )
+        text = LogFile(log).text()
+    assert replies(result.stdout.splitlines())[2]["error"]["message"] == "Connection closed"
+    assert "stdin closed; 1 call(s) got no reply in time" in text
