@@ -23,6 +23,7 @@ ends it reads and writes, and guards what it reads.
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import logging
@@ -30,8 +31,9 @@ import os
 import re
 import secrets
 import stat
+import sys
 from collections import deque
-from contextlib import asynccontextmanager, closing
+from contextlib import asynccontextmanager, closing, contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import anyio
@@ -43,7 +45,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
     from types import TracebackType
     from typing import Self
 
@@ -437,47 +439,86 @@ class _PipeWriter:
         try:
             await self._stream.send_all(text.encode("utf-8"))
         except trio.BrokenResourceError as exc:
-            # The client closed its end; the SDK's writer stops quietly on this error.
-            raise anyio.ClosedResourceError from exc
+            # What a blocking write raises, so that both transports end the same way.
+            raise BrokenPipeError(errno.EPIPE, "the client closed its end of stdout") from exc
 
     async def flush(self) -> None:
         """Nothing to do: `write` hands every byte to the pipe before it returns."""
 
 
+@contextmanager
+def _diverted(fd: int, target: int) -> Iterator[int]:
+    """Point `fd` at `target` while the block runs; yield a private duplicate of what it was."""
+    private = os.dup(fd)
+    try:
+        os.dup2(target, fd)
+        try:
+            yield private
+        finally:
+            os.dup2(private, fd)
+    finally:
+        os.close(private)
+
+
+@contextmanager
+def _wire_in() -> Iterator[int]:
+    """The wire's read end as a private fd; fd 0 reads /dev/null meanwhile.
+
+    A handler's child process that inherits fd 0 then reads EOF, instead of
+    the client's requests (or, on the trio transport, a non-blocking pipe).
+    The SDK's own claim of stdin does the same.
+    """
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    try:
+        with _diverted(_STDIN, devnull) as wire:
+            yield wire
+    finally:
+        os.close(devnull)
+
+
+def _flush_stray_output() -> None:
+    """Write out what handlers printed, while fd 1 still points away from the wire."""
+    with suppress(OSError, ValueError):  # a closed or broken sys.stdout has nothing to give
+        sys.stdout.flush()
+
+
 @asynccontextmanager
 async def _trio_ends(limit: int) -> AsyncIterator[tuple[_StdinLines, _PipeWriter]]:
-    """stdin and stdout read and written by trio; fd 1 points at stderr meanwhile."""
-    # Duplicates, so that closing a stream (which restores blocking mode) leaves fds 0 and 1 open.
-    # Closed synchronously: this runs inside the transport's cancelled scope on the way out.
+    """stdin and stdout read and written by trio; fd 0 and fd 1 diverted meanwhile."""
+    # Each FdStream wraps a duplicate of its own and, closing it, restores the
+    # blocking mode it found; the `with` closes them in reverse order, which
+    # keeps that right when stdin and stdout are one socket. Closed
+    # synchronously: this runs inside the transport's cancelled scope on the way out.
     with (
-        closing(trio.lowlevel.FdStream(os.dup(_STDIN))) as stdin,
-        closing(trio.lowlevel.FdStream(os.dup(_STDOUT))) as stdout,
+        _wire_in() as wire_in,
+        _diverted(_STDOUT, _STDERR) as wire_out,  # stray output misses the wire
+        closing(trio.lowlevel.FdStream(os.dup(wire_in))) as stdin,
+        closing(trio.lowlevel.FdStream(os.dup(wire_out))) as stdout,
     ):
-        wire = os.dup(_STDOUT)
-        os.dup2(_STDERR, _STDOUT)  # stray output of handlers and children misses the wire
-        try:
-            read = functools.partial(stdin.receive_some, _READ_CHUNK)
-            yield _StdinLines(read, limit), _PipeWriter(stdout)
-        finally:
-            os.dup2(wire, _STDOUT)
-            os.close(wire)
+        read = functools.partial(stdin.receive_some, _READ_CHUNK)
+        yield _StdinLines(read, limit), _PipeWriter(stdout)
 
 
 @asynccontextmanager
 async def _threaded_ends(limit: int) -> AsyncIterator[tuple[_StdinLines, None]]:
-    """stdin read in worker threads; stdout left to the SDK, which also uses threads."""
+    """stdin read in worker threads; stdout left to the SDK, which also uses threads.
 
-    async def read() -> bytes:
-        # Abandoned on cancellation: a thread blocked on an idle terminal cannot be interrupted.
-        return await trio.to_thread.run_sync(os.read, _STDIN, _READ_CHUNK, abandon_on_cancel=True)
+    The SDK claims stdout itself (fd 1 points at stderr while it serves).
+    """
+    with _wire_in() as wire:
 
-    yield _StdinLines(read, limit), None
+        async def read() -> bytes:
+            # Abandoned on cancellation: a thread blocked on an idle terminal cannot be
+            # interrupted.
+            return await trio.to_thread.run_sync(os.read, wire, _READ_CHUNK, abandon_on_cancel=True)
+
+        yield _StdinLines(read, limit), None
 
 
 async def serve_stdio(
     adapter: McpAdapter, max_request_bytes: int, stop: trio.Event, *, eof_grace: float = 10.0
 ) -> None:
-    """Serve one connection on stdin/stdout until EOF or `stop`.
+    """Serve one connection on stdin/stdout until EOF, `stop`, or the client closing stdout.
 
     At EOF the calls in flight still get their replies, for up to `eof_grace` seconds.
     """
@@ -485,15 +526,27 @@ async def serve_stdio(
     ends = _trio_ends if direct else _threaded_ends
     server = adapter.server
     logger.info("serving MCP on stdio (%s)", "pipes" if direct else "worker threads")
+    broken = False
     async with trio.open_nursery() as nursery, ends(max_request_bytes) as (lines, wire):
         nursery.start_soon(_cancel_when, stop, nursery.cancel_scope)
-        # stdio_server declares AsyncFiles; it only iterates stdin and calls write/flush on stdout.
-        async with stdio_server(
-            stdin=cast("anyio.AsyncFile[str]", lines), stdout=cast("anyio.AsyncFile[str]", wire)
-        ) as (read, write):
-            unanswered = _Unanswered()
-            guarded = _GuardedReadStream(read, write, lines.marker, unanswered, eof_grace)
-            answering = _AnsweringWriteStream(write, unanswered)
-            await server.run(guarded, answering, server.create_initialization_options())
+        try:
+            # stdio_server declares AsyncFiles; it only iterates stdin and calls write/flush
+            # on stdout.
+            async with stdio_server(
+                stdin=cast("anyio.AsyncFile[str]", lines),
+                stdout=cast("anyio.AsyncFile[str]", wire),
+            ) as (read, write):
+                try:
+                    unanswered = _Unanswered()
+                    guarded = _GuardedReadStream(read, write, lines.marker, unanswered, eof_grace)
+                    answering = _AnsweringWriteStream(write, unanswered)
+                    await server.run(guarded, answering, server.create_initialization_options())
+                finally:
+                    _flush_stray_output()
+        except* BrokenPipeError:
+            # Nobody reads the replies any more: stop taking calls, as at EOF.
+            broken = True
+            logger.warning("stdio: the client closed stdout; stopped serving")
         nursery.cancel_scope.cancel()
-    logger.info("stdin closed" if not stop.is_set() else "stdio transport stopped")
+    if not broken:
+        logger.info("stdio transport stopped" if stop.is_set() else "stdin closed")

@@ -235,9 +235,11 @@ class DirectCall:
 class HandlersDirect:
     """`Runtime.call` without the actor: the handler runs in the caller's task.
 
-    It parses, resolves, binds and shapes the result exactly as the runtime
-    does, with the runtime's registry and context policy, and keeps one state
-    per key in a dict. It is not safe for concurrent calls on a key whose
+    It parses, resolves, binds and shapes the result as the runtime does,
+    with the runtime's registry and context policy, and keeps one state per
+    key in a dict. What it leaves out besides the hop: the log line for a call
+    without a session, and turning a handler's exception into an error result
+    (it propagates). It is not safe for concurrent calls on a key whose
     handler awaits — which is the point of actors — but the benchmark's no-op
     handler never awaits.
     """
@@ -266,7 +268,8 @@ class HandlersDirect:
         state = self._states.get(route)
         if state is None:
             state = self._states[route] = module.state(module.scope.project(parsed.context))
-        return tool.result_of(tool.invoke(state, parsed.context, arguments))
+        value = tool.invoke(state, parsed.context, arguments)
+        return tool.result_of(await value if tool.is_async else value)
 
 
 @final

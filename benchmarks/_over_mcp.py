@@ -242,6 +242,10 @@ def run_over_mcp(sizes: Sizes, progress: Progress) -> ScenarioResult:
         "the SDK client and each server in their own process",
         "hop = runtime server CPU per call - direct server CPU per call (each server reads its "
         "own CPU time), paired by round; its share divides it by the runtime server's time per "
-        "call (mean round trip with one caller, 1 / throughput with many)",
+        "call (mean round trip with one caller, 1 / throughput with many: there the server is "
+        "the bottleneck, so the share is the throughput the hop costs)",
+        "a server's CPU per call includes about one probe call per batch (about 1 % with one "
+        "caller); it cancels out of the hop. Single rounds scatter widely (spread); only the "
+        "median is steady, and a share within a point of the target is within run-to-run noise",
     )
     return ScenarioResult(NAME, tuple(_figures(results)), notes)

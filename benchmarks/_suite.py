@@ -123,9 +123,9 @@ QUICK: Final = Sizes(
     peer_keys=100,
     peer_calls=400,
     peer_callers=100,
-    mcp_rounds=30,
+    mcp_rounds=40,
     mcp_sessions=100,
-    mcp_light_calls=50,
+    mcp_light_calls=100,
     mcp_calls=300,
     mcp_callers=50,
 )

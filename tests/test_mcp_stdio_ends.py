@@ -14,8 +14,8 @@ import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -25,7 +25,6 @@ from tests._mcp_helpers import SERVE, LogFile, raw_server
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
-    from pathlib import Path
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -71,10 +70,12 @@ async def test_pipes_are_served_without_worker_threads() -> None:
 
 
 @asynccontextmanager
-async def spawned(argv: Sequence[str], stderr: Any) -> AsyncIterator[trio.Process]:
+async def spawned(
+    argv: Sequence[str], stderr: Any, env: dict[str, str] | None = None
+) -> AsyncIterator[trio.Process]:
     """A server process with pipes for stdin and stdout; stopped and reaped on the way out."""
     process = await trio.lowlevel.open_process(
-        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr
+        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env
     )
     try:
         yield process
@@ -154,66 +155,70 @@ def test_does_not_own_a_file_on_stdin(tmp_path: Path) -> None:
         assert owns_pipes_with(stdin, subprocess.PIPE, None) == "False"
 
 
-def test_does_not_own_stdout_shared_with_stderr() -> None:
-    with tempfile.TemporaryFile() as combined:
-        subprocess.run(
-            [sys.executable, "-c", f"import sys; {OWNS_PIPES}"],
-            stdin=subprocess.PIPE,
-            stdout=combined,
-            stderr=subprocess.STDOUT,
-            check=True,
-            timeout=30,
-        )
-        combined.seek(0)
-        assert combined.read().decode().strip() == "False"
+def test_does_not_own_a_stdout_pipe_shared_with_stderr() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", f"import sys; {OWNS_PIPES}"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        check=True,
+        timeout=30,
+    )
+    assert result.stdout.decode().strip() == "False"
 
 
-SCRIPTED_SERVER = textwrap.dedent(
-    """
-    import os, sys, trio
-    from actors import RuntimeConfig, ToolModule, open_runtime
-    from actors._mcp import McpAdapter
-    from actors._stdio import serve_stdio
-
-    scripted = ToolModule("scripted", lambda context: None)
-
-    @scripted.tool
-    def shout(state: None) -> str:
-        \"\"\"Write to stdout behind the transport's back, then answer.\"\"\"
-        print("stray print", flush=True)
-        os.write(1, b"stray write\\n")
-        return "answered"
-
-    @scripted.tool
-    async def nap(state: None, seconds: float) -> str:
-        \"\"\"Answer after `seconds`.\"\"\"
-        await trio.sleep(seconds)
-        return "rested"
-
-    async def main(eof_grace: float) -> None:
-        async with open_runtime([scripted], RuntimeConfig(shutdown_grace=0.5)) as runtime:
-            await serve_stdio(McpAdapter(runtime), 1 << 20, trio.Event(), eof_grace=eof_grace)
-
-    trio.run(main, float(sys.argv[1]))
-    """
-)
+SCRIPTED_SERVER = Path(__file__).with_name("_scripted_server.py")
 
 
 def scripted_server(eof_grace: float = 10.0) -> tuple[str, ...]:
-    """The command line of `SCRIPTED_SERVER`."""
-    return (sys.executable, "-c", SCRIPTED_SERVER, str(eof_grace))
+    """The command line of the server in `tests/_scripted_server.py`."""
+    return (sys.executable, str(SCRIPTED_SERVER), str(eof_grace))
 
 
 async def test_stray_output_of_a_handler_misses_the_wire() -> None:
+    """Printed (and left in sys.stdout's buffer) or written to fd 1: it all lands on stderr."""
     call = tools_call(2, "scripted__shout", {"__sessionId": "s"})
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     with tempfile.TemporaryFile() as log:
-        async with spawned(scripted_server(), log) as process:
+        async with spawned(scripted_server(), log, env=buffered) as process:
             lines = await exchange(process, wire(INITIALIZE, INITIALIZED, call), reply_id=2)
+            assert process.stdout is not None
+            lines += (await process.stdout.receive_some()).splitlines()  # until EOF
         text = LogFile(log).text()
     assert all(line.startswith(b"{") for line in lines), lines
     assert replies(lines)[2]["result"]["content"][0]["text"] == "answered"
     assert "stray print" in text
     assert "stray write" in text
+    assert "fds restored: True" in text
+
+
+async def test_a_handlers_child_reads_eof_not_the_wire() -> None:
+    """fd 0 points at /dev/null while serving: no request bytes, no non-blocking pipe."""
+    call = tools_call(2, "scripted__child_stdin", {"__sessionId": "s"})
+    with tempfile.TemporaryFile() as log:
+        async with spawned(scripted_server(), log) as process:
+            lines = await exchange(process, wire(INITIALIZE, INITIALIZED, call), reply_id=2)
+        text = LogFile(log).text()
+    assert replies(lines)[2]["result"]["content"][0]["text"] == "b''", text
+    assert "fds restored: True" in text
+
+
+async def test_a_client_closing_stdout_stops_the_server() -> None:
+    """Nobody reads the replies: the server stops taking calls, says why, and exits 0."""
+    call = tools_call(2, "scripted__shout", {"__sessionId": "s"})
+    with tempfile.TemporaryFile() as log:
+        async with spawned(scripted_server(), log) as process:
+            assert process.stdin is not None
+            assert process.stdout is not None
+            await process.stdin.send_all(wire(INITIALIZE))
+            await process.stdout.receive_some()  # the initialize reply
+            await process.stdout.aclose()
+            await process.stdin.send_all(wire(INITIALIZED, call))
+            with trio.fail_after(15):
+                assert await process.wait() == 0  # stdin is still open
+        text = LogFile(log).text()
+    assert "the client closed stdout; stopped serving" in text
+    assert "fds restored: True" in text
 
 
 @pytest.mark.parametrize("stdin_kind", ["pipe", "file"])

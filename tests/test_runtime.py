@@ -254,11 +254,12 @@ class TestRouting:
     async def test_a_call_without_a_session_is_defaulted_and_logged(
         self, caplog: pytest.LogCaptureFixture
     ) -> None:
-        """Lenient policy: the calls land in "default"; a warning says so, once per tool."""
+        """Lenient policy: the calls land in "default"; a warning says so, once for each tool."""
         caplog.set_level(logging.DEBUG, logger="actors")
         async with running([box_module(Liveness())]) as runtime:
             await runtime.call_tool("box__append", {"value": "lost context"})
             await runtime.call_tool("box__append", {"value": "lost again"})
+            await runtime.call_tool("box__read")
             assert await read(runtime, "default") == ["lost context", "lost again"]
         defaulted = [
             (r.levelname, r.getMessage())
@@ -272,6 +273,11 @@ class TestRouting:
                 "later calls to it without one are logged at DEBUG",
             ),
             ("DEBUG", "call to box__append named no session; using 'default'"),
+            (
+                "WARNING",
+                "call to box__read named no session; using 'default' (lenient context policy); "
+                "later calls to it without one are logged at DEBUG",
+            ),
         ]
 
     async def test_the_strict_policy_refuses_a_call_without_a_session(self) -> None:
