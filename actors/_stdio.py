@@ -15,7 +15,10 @@ ends it reads and writes, and guards what it reads.
   terminal or a file, hands every read, write and flush to a worker thread;
   measured with ``python -m benchmarks --only mcp``, those hand-offs and the
   GIL traffic they cause cost the server about three times the CPU of the
-  whole call.
+  whole call. Trio's writes can also be cancelled: a client that stops
+  reading cannot hold off a signal, as it can on the threaded fallback (a
+  thread blocked in ``write`` on a full pipe does not return until the pipe
+  drains or the process is killed).
 * **stdout is claimed**: while serving, fd 1 points at stderr, so that stray
   output of a handler or a child process misses the wire (the SDK does the
   same when it opens stdout itself).

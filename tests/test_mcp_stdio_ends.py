@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -263,3 +264,18 @@ async def test_the_wait_for_replies_at_eof_is_bounded() -> None:
         text = LogFile(log).text()
     assert replies(result.stdout.splitlines())[2]["error"]["message"] == "Connection closed"
     assert "stdin closed; 1 call(s) got no reply in time" in text
+
+
+async def test_a_client_that_stops_reading_cannot_hold_off_sigterm() -> None:
+    """Replies pile up in a full pipe; SIGTERM still stops the server (the write is cancellable)."""
+    listing = [
+        {"jsonrpc": "2.0", "id": 100 + n, "method": "tools/list", "params": {}} for n in range(300)
+    ]
+    async with raw_server("--shutdown-grace", "1") as server:
+        await server.initialize()
+        await server.send(wire(*listing).rstrip(b"\n"))  # never read: the stdout pipe fills
+        await trio.sleep(1)
+        assert server.process.returncode is None, "the server should be stuck writing"
+        server.process.send_signal(signal.SIGTERM)
+        with trio.fail_after(15):
+            assert await server.process.wait() == 0
