@@ -30,6 +30,7 @@ ends it reads and writes, and guards what goes through them.
 
 from __future__ import annotations
 
+import abc
 import errno
 import functools
 import json
@@ -283,8 +284,27 @@ class _Unanswered:
         await self._none_left.wait()
 
 
+class _ClosedOnExit(abc.ABC):
+    """``async with`` for the SDK's stream wrappers below: leaving the block closes the stream."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Close the wrapped stream."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
 @final
-class _AnsweringWriteStream:
+class _AnsweringWriteStream(_ClosedOnExit):
     """The SDK's write stream, telling `_Unanswered` about every response it carries."""
 
     def __init__(self, inner: WriteStream[SessionMessage], unanswered: _Unanswered) -> None:
@@ -300,20 +320,9 @@ class _AnsweringWriteStream:
         """Close the SDK's stream."""
         await self._inner.aclose()
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
 
 @final
-class _GuardedReadStream:
+class _GuardedReadStream(_ClosedOnExit):
     """The SDK's stdio read stream, with bad lines answered here instead of dropped.
 
     ``stdio_server`` passes a line it cannot parse on as an exception, which
@@ -390,17 +399,6 @@ class _GuardedReadStream:
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 # ---- the two ends ----------------------------------------------------------------
