@@ -24,10 +24,16 @@ from ._runtime import RuntimeConfig
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-__all__ = ["configure_logging", "main"]
+__all__ = ["MIN_TOKEN_LENGTH", "configure_logging", "main", "read_tokens"]
 
 _DEFAULT_MODULES: Final = "planning,playbook_store,content_store"
+# About 7 KB per idle context plus its state: a bound on memory a client cannot lift.
+_DEFAULT_MAX_ACTORS: Final = 10_000
 _TENANT: Final = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# A comment starts at a '#' that begins the line or follows white space.
+_COMMENT: Final = re.compile(r"(?:^|\s)#.*$")
+MIN_TOKEN_LENGTH: Final = 16
+"""The shortest bearer token accepted, in characters."""
 _LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 # Loggers of the libraries under `serve`: their INFO lines are about the
 # libraries' own machinery, so they show only at --log-level debug.
@@ -57,9 +63,13 @@ tokens and tenants (HTTP):
                          'TENANT/...'; naming any other session is refused
                          with an error result. Its calls that name no session
                          land in 'TENANT/<Mcp-Session-Id>' or 'TENANT/default'.
-  TOKEN=TENANT splits at the last '='; a tenant is 1-64 characters of
-  letters, digits, '.', '_' and '-'. --tokens-file reads the same forms, one
-  per line ('#' starts a comment), and keeps tokens out of the process list.
+  TOKEN=TENANT splits at the last '='; a token has at least 16 characters; a
+  tenant is 1-64 characters of letters, digits, '.', '_' and '-'.
+  --tokens-file reads the same forms, one per line, and keeps tokens out of
+  the process list; '#' starts a comment at the start of a line or after a
+  space (a token may contain '#'), and any other malformed line stops the
+  server from starting. The log says how many tokens each tenant has and how
+  many are gateways, never the tokens.
   With tokens configured, a request without a valid 'Authorization: Bearer'
   header gets HTTP 401. Without tokens every local client is trusted, so a
   non-loopback --http address needs tokens, or --insecure on a trusted network.
@@ -142,8 +152,16 @@ def _token(text: str) -> tuple[str, str | None]:
     token, equals, tenant = text.rpartition("=")
     if not equals or not tenant:
         token, tenant = text, ""  # no tenant (a trailing '=' is base64 padding)
-    if not token or any(character.isspace() or not character.isprintable() for character in token):
-        msg = "a token must be non-empty printable text without spaces"
+    if any(character.isspace() or not character.isprintable() for character in token):
+        msg = "a token must be printable text without spaces"
+        raise argparse.ArgumentTypeError(msg)
+    if len(token) < MIN_TOKEN_LENGTH:
+        # The message never repeats the token: it may be a real secret, cut short.
+        msg = (
+            f"a token of {len(token)} characters is too short to be secret; use at least "
+            f"{MIN_TOKEN_LENGTH}, e.g. from: python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))'"
+        )
         raise argparse.ArgumentTypeError(msg)
     if tenant and not _TENANT.match(tenant):
         msg = f"tenant {tenant!r} must be 1-64 letters, digits, '.', '_' or '-'"
@@ -235,6 +253,12 @@ def _add_module_options(serve: argparse.ArgumentParser) -> None:
         "any program may run",
     )
     group.add_argument(
+        "--unsafe-shared-exec",
+        action="store_true",
+        help="allow --allow-exec over HTTP next to tenant tokens or without tokens; a program "
+        "the workspace runs can then read the server's tokens and act for every tenant",
+    )
+    group.add_argument(
         "--workspace-root",
         metavar="DIR",
         type=Path,
@@ -262,7 +286,16 @@ def _add_runtime_options(serve: argparse.ArgumentParser) -> None:
         "--max-actors",
         metavar="N",
         type=_positive_int,
-        help="cap on live contexts; the least recently used idle one is evicted (default: none)",
+        default=_DEFAULT_MAX_ACTORS,
+        help="cap on live contexts; at it, an idle one is evicted, fairly among tenants "
+        f"(default {_DEFAULT_MAX_ACTORS})",
+    )
+    group.add_argument(
+        "--max-actors-per-tenant",
+        metavar="N",
+        type=_positive_int,
+        help="cap on one tenant's live contexts (sessions 'T' and 'T/...'); at it, the "
+        "tenant's own least recently used idle one is evicted (default: none)",
     )
     group.add_argument(
         "--call-timeout",
@@ -292,13 +325,22 @@ def _add_runtime_options(serve: argparse.ArgumentParser) -> None:
     )
 
 
-def _read_tokens(path: Path) -> list[tuple[str, str | None]]:
-    """The tokens in `path`: ``TOKEN`` or ``TOKEN=TENANT`` per line, ``#`` comments."""
+def read_tokens(path: Path) -> list[tuple[str, str | None]]:
+    """The tokens in `path`: ``TOKEN`` or ``TOKEN=TENANT`` per line.
+
+    A ``#`` starts a comment only at the start of a line or after white space,
+    so a token may contain ``#`` (cutting ``Zq9#xK2p…=T`` at ``#`` would have
+    made ``Zq9`` a gateway token). A line that is not one token is an error
+    naming its number; nothing is read past it.
+    """
     tokens = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        text = line.split("#", 1)[0].strip()
+        text = _COMMENT.sub("", line).strip()
         if not text:
             continue
+        if any(character.isspace() for character in text):
+            msg = f"{path}:{number}: expected one TOKEN or TOKEN=TENANT, found several words"
+            raise ValueError(msg)
         try:
             tokens.append(_token(text))
         except argparse.ArgumentTypeError as exc:
@@ -342,7 +384,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         tokens = list(args.token)
         if args.tokens_file is not None:
-            tokens += _read_tokens(args.tokens_file)
+            tokens += read_tokens(args.tokens_file)
         options = ServeOptions(
             modules=args.modules,
             allow_exec=args.allow_exec,
@@ -352,6 +394,7 @@ def _serve(args: argparse.Namespace) -> int:
                 ttl=args.ttl,
                 mailbox_size=args.mailbox_size,
                 max_actors=args.max_actors,
+                max_actors_per_tenant=args.max_actors_per_tenant,
                 call_timeout=args.call_timeout or None,
                 shutdown_grace=args.shutdown_grace,
                 policy=ContextPolicy(require_session=args.require_session),
@@ -360,6 +403,7 @@ def _serve(args: argparse.Namespace) -> int:
             tokens=_token_table(tokens),
             allow_origins=tuple(args.allow_origin),
             insecure=args.insecure,
+            unsafe_shared_exec=args.unsafe_shared_exec,
             max_request_bytes=args.max_request_bytes,
         )
         options.check()

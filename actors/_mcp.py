@@ -18,7 +18,8 @@ its low-level ``Server``:
 How failures reach the client
 -----------------------------
 An unknown (or ambiguous) tool name is a JSON-RPC error, -32602 Invalid
-params, as the MCP specification says. Everything the model can correct or
+params, as the MCP specification says; the name is resolved first, so that
+error never depends on the call's context or arguments. Everything the model can correct or
 retry is an ``isError`` result with a text that names the problem: bad
 context fields, arguments that fail the tool's schema, a session outside the
 caller's tenant, timeouts, crashed actors, the live-actor cap and shutdown.
@@ -33,20 +34,28 @@ adapter applies two rules before the runtime sees the call:
 * **Default session.** A call that names no session gets the caller's
   transport session (the Streamable HTTP ``Mcp-Session-Id`` of older-era
   clients), prefixed with the caller's tenant if it has one; failing that, a
-  tenant caller gets ``<tenant>/<default session>`` under the lenient policy.
-  Otherwise the runtime's context policy decides (``"default"``, or a refusal
-  under the strict policy).
+  tenant caller gets ``<tenant>/<default session>`` under the lenient policy
+  (the tenant's own bucket). The stdio parent, the only client of its
+  server, gets what the runtime's context policy decides (``"default"``, or
+  a refusal under the strict policy). Any other caller — an HTTP client of
+  the 2026-07-28 era, which sends no ``Mcp-Session-Id``, without a tenant
+  token — is refused: its default would be one session shared by every
+  such client.
 * **Tenant.** A caller bound to tenant ``T`` may only name sessions ``T`` or
   ``T/…``; any other session is refused before it reaches an actor.
 
-Every call is logged once, after it completes, with its tool, context,
-caller, outcome and duration: here, not in the runtime's hot path.
+Every call is logged once, after it completes (or its caller went away),
+with its tool, context, caller, outcome and duration: here, not in the
+runtime's hot path. The tool name is the client's text, so it is escaped
+(`loggable`) unless it is a plain name.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import logging
+import re
+import urllib.parse
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import attrs
@@ -55,7 +64,14 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from protocol import CallResult, ContextError, ProtocolError, ServiceInfo, ToolContext, parse_call
+from protocol import (
+    CallResult,
+    ContextError,
+    ProtocolError,
+    ToolContext,
+    parse_call,
+    tenant_of,
+)
 
 from ._errors import (
     ActorCrashedError,
@@ -77,7 +93,15 @@ if TYPE_CHECKING:
     from ._registry import Registry
     from ._runtime import RuntimeConfig
 
-__all__ = ["STDIO_CALLER", "CallTarget", "Caller", "McpAdapter", "default_session", "in_tenant"]
+__all__ = [
+    "STDIO_CALLER",
+    "CallTarget",
+    "Caller",
+    "McpAdapter",
+    "default_session",
+    "in_tenant",
+    "loggable",
+]
 
 logger = logging.getLogger("actors.mcp")
 
@@ -101,10 +125,13 @@ class Caller:
     """The tenant the caller's token is bound to; ``None`` may address any session."""
     transport_session: str | None = None
     """The transport's own session id (HTTP ``Mcp-Session-Id``), if any."""
+    sole_client: bool = False
+    """Whether the transport serves this one client only (stdio), so that a session
+    it names by default cannot be shared with anyone else."""
 
 
-STDIO_CALLER: Final = Caller("stdio")
-"""The parent process on stdio: a trusted middleware, bound to no tenant."""
+STDIO_CALLER: Final = Caller("stdio", sole_client=True)
+"""The parent process on stdio: a trusted middleware, bound to no tenant, the only client."""
 
 
 class CallTarget(Protocol):
@@ -133,9 +160,14 @@ class _TenantError(ContextError):
     """A caller bound to a tenant named a session outside it."""
 
 
+class _NoSessionError(ContextError):
+    """A call named no session where a default one would be shared between clients."""
+
+
 # Outcome labels for the log line, most specific class first.
 _OUTCOMES: Final[tuple[tuple[type[Exception], str], ...]] = (
     (_TenantError, "outside_tenant"),
+    (_NoSessionError, "no_session"),
     (ProtocolError, "bad_context"),
     (ArgumentsError, "bad_arguments"),
     (CallTimeoutError, "timeout"),
@@ -171,28 +203,74 @@ def _tool_list(registry: Registry) -> types.ListToolsResult:
 
 def in_tenant(session_id: str, tenant: str) -> bool:
     """Whether a caller bound to `tenant` may address `session_id`: ``T`` itself or ``T/…``."""
-    return session_id == tenant or session_id.startswith(tenant + "/")
+    return tenant_of(session_id) == tenant
 
 
 def default_session(caller: Caller, policy: ContextPolicy) -> str | None:
-    """The session a call of `caller` that names none lands in; ``None`` leaves it to `policy`."""
+    """The session a call of `caller` that names none lands in; ``None`` leaves it to `policy`.
+
+    Raises ContextError where the only default would be one that every client
+    of a shared transport lands in (HTTP without ``Mcp-Session-Id`` or a
+    tenant): one client's state must never turn up in another's calls.
+    """
     prefix = "" if caller.tenant is None else caller.tenant + "/"
     if caller.transport_session is not None:
         return prefix + caller.transport_session
     if caller.tenant is not None and not policy.require_session:
-        return prefix + policy.default_session
-    return None
+        return prefix + policy.default_session  # the tenant's own bucket
+    if caller.sole_client or policy.require_session:
+        return None
+    msg = (
+        "this call names no session, and without an Mcp-Session-Id every client of this "
+        "server would share one; name it in _meta.sessionId (or the __sessionId argument)"
+    )
+    raise _NoSessionError(msg)
 
 
 @attrs.frozen
 class _Report:
-    """How one call ended: what the log line says and what goes back to the client."""
+    """What goes back to the client: a result, or a JSON-RPC error."""
 
-    outcome: str
-    context: ToolContext | None
     result: CallResult | None = None
     """The result, or ``None`` for a JSON-RPC error (`error`)."""
     error: str = ""
+
+
+@attrs.define
+class _Attempt:
+    """One call as its log line will tell it, filled in as the call gets further."""
+
+    name: str
+    caller: Caller
+    started: float
+    context: ToolContext | None = None
+    """Known once the call's context is claimed, so a cancelled call is logged with it."""
+    outcome: str = "cancelled"
+    """How the call ended; stays ``cancelled`` if the caller went away first."""
+
+    def log(self) -> None:
+        """One line: what ran, for whom, on whose behalf, how it ended, how long it took."""
+        milliseconds = (trio.current_time() - self.started) * 1000
+        context = self.context
+        where = (
+            "session=? assistant=? thread=?"
+            if context is None
+            else f"session={_describe(context.session_id)} "
+            f"assistant={_describe(context.assistant_id)} thread={_describe(context.thread_id)}"
+        )
+        caller = self.caller
+        tenant = "" if caller.tenant is None else f" tenant={caller.tenant!r}"
+        level = logging.WARNING if self.outcome == "outside_tenant" else logging.INFO
+        logger.log(
+            level,
+            "tools/call %s %s caller=%s%s outcome=%s %.1f ms",
+            loggable(self.name),
+            where,
+            caller.label,
+            tenant,
+            self.outcome,
+            milliseconds,
+        )
 
 
 @final
@@ -261,49 +339,49 @@ class McpAdapter:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        caller = self._identify(ctx)
+        attempt = _Attempt(params.name, self._identify(ctx), trio.current_time())
         call = {"name": params.name, "arguments": params.arguments, "_meta": params.meta}
-        started = trio.current_time()
-        outcome, context = "cancelled", None  # unless the call gets further than its start
         self._enter()
         try:
-            report = await self._run(call, caller)
-            outcome, context = report.outcome, report.context
+            report = await self._run(call, attempt)
         except Exception:
             # A bug here, not the caller's fault: keep the details in the log.
-            outcome = "internal_error"
-            logger.exception("tools/call %s failed inside the adapter", params.name)
+            attempt.outcome = "internal_error"
+            logger.exception("tools/call %s failed inside the adapter", loggable(params.name))
             msg = "internal error while serving the call; the server log has the details"
             raise MCPError(types.INTERNAL_ERROR, msg) from None
         finally:
             self._leave()
-            _log(params.name, caller, context, outcome, started)
+            attempt.log()
         if report.result is None:
             raise MCPError(types.INVALID_PARAMS, report.error)
         return types.CallToolResult.model_validate(report.result.to_wire())
 
     # ---- one call -------------------------------------------------------------
 
-    async def _run(self, call: dict[str, Any], caller: Caller) -> _Report:
-        """Apply the caller's rules, run the call, and sort out how it ended."""
+    async def _run(self, call: dict[str, Any], attempt: _Attempt) -> _Report:
+        """Apply the caller's rules, run the call, and record in `attempt` how it ended."""
         if self._closing:
+            attempt.outcome = "shutting_down"
             text = "the server is shutting down and takes no new calls; retry once it is back"
-            return _Report("shutting_down", None, CallResult.error(text))
-        context: ToolContext | None = None
+            return _Report(CallResult.error(text))
         try:
-            call, context, named = self._claim(call, caller)
-            if named:  # a default session is inside the caller's tenant by construction
-                self._check_tenant(context, caller)
-            result = await self._runtime.call(call)
+            # First, so that an unknown tool is the same JSON-RPC error whatever
+            # the call's context, its caller or its arguments.
+            tool = self._runtime.registry.resolve(call["name"])
         except UnknownToolError as exc:
-            return _Report("unknown_tool", context, error=str(exc))
+            attempt.outcome = "unknown_tool"
+            return _Report(error=str(exc))
+        try:
+            call, attempt.context, named = self._claim(call, attempt.caller)
+            if named:  # a default session is inside the caller's tenant by construction
+                self._check_tenant(attempt.context, attempt.caller)
+            result = await self._runtime.call(call)
         except (ProtocolError, RuntimeCallError) as exc:
-            result = CallResult.error(str(exc))
-            service = self._service(call["name"])
-            if service is not None:
-                result = result.stamped(service)
-            return _Report(_outcome_of(exc), context, result)
-        return _Report("tool_error" if result.is_error else "ok", context, result)
+            attempt.outcome = _outcome_of(exc)
+            return _Report(CallResult.error(str(exc)).stamped(tool.service))
+        attempt.outcome = "tool_error" if result.is_error else "ok"
+        return _Report(result)
 
     def _claim(
         self, call: dict[str, Any], caller: Caller
@@ -329,13 +407,6 @@ class McpAdapter:
             )
             raise _TenantError(msg)
 
-    def _service(self, name: str) -> ServiceInfo | None:
-        """The ServiceInfo to stamp on an error about `name`, when `name` is a tool."""
-        try:
-            return self._runtime.registry.resolve(name).service
-        except UnknownToolError:
-            return None
-
     def _enter(self) -> None:
         if not self._in_flight:  # only then: someone may be waiting on the current event
             self._idle = trio.Event()
@@ -351,26 +422,19 @@ def _describe(value: str | None) -> str:
     return "-" if value is None else repr(value)
 
 
-def _log(
-    name: str, caller: Caller, context: ToolContext | None, outcome: str, started: float
-) -> None:
-    """One line per call: what ran, for whom, on whose behalf, how it ended, how long it took."""
-    milliseconds = (trio.current_time() - started) * 1000
-    where = (
-        "session=? assistant=? thread=?"
-        if context is None
-        else f"session={_describe(context.session_id)} "
-        f"assistant={_describe(context.assistant_id)} thread={_describe(context.thread_id)}"
-    )
-    tenant = "" if caller.tenant is None else f" tenant={caller.tenant!r}"
-    level = logging.WARNING if outcome == "outside_tenant" else logging.INFO
-    logger.log(
-        level,
-        "tools/call %s %s caller=%s%s outcome=%s %.1f ms",
-        name,
-        where,
-        caller.label,
-        tenant,
-        outcome,
-        milliseconds,
-    )
+_PLAIN_NAME: Final = re.compile(r"[A-Za-z0-9_.:/-]{1,128}")
+_LOGGED_CHARACTERS: Final = 128
+
+
+def loggable(text: str) -> str:
+    """`text` as it may stand in a log line: itself if plainly a name, else percent-encoded.
+
+    A client chooses the tool name it sends, so a newline in it could forge a
+    whole log record, and spaces or quotes could forge fields of this one:
+    anything but a short plain name is written with every other character
+    percent-encoded (``a b`` → ``a%20b``), cut at 128 characters.
+    """
+    if _PLAIN_NAME.fullmatch(text):
+        return text
+    cut = "…" if len(text) > _LOGGED_CHARACTERS else ""
+    return urllib.parse.quote(text[:_LOGGED_CHARACTERS], safe="_.:/-") + cut

@@ -74,6 +74,7 @@ from protocol import (
     ContextPolicy,
     ToolContext,
     parse_call,
+    tenant_of,
 )
 
 from ._errors import (
@@ -117,7 +118,10 @@ class RuntimeConfig:
     mailbox_size: int = attrs.field(default=64, validator=_positive)
     """Calls an actor's mailbox holds before callers wait (backpressure)."""
     max_actors: int | None = attrs.field(default=None, validator=_positive)
-    """Cap on live actors; at the cap the least recently used idle actor is evicted."""
+    """Cap on live actors; at the cap an idle actor is evicted (see `tenant_of`)."""
+    max_actors_per_tenant: int | None = attrs.field(default=None, validator=_positive)
+    """Cap on one tenant's live actors: at it, the tenant's own least recently used idle
+    actor is evicted, so that one tenant cannot take every slot of ``max_actors``."""
     call_timeout: float | None = attrs.field(default=60.0, validator=_positive)
     """Deadline for one handler run, in seconds; ``None`` for none."""
     shutdown_grace: float = attrs.field(default=10.0, validator=_not_negative)
@@ -217,6 +221,7 @@ class _Actor:
     pending: int = 0
     accepting: bool = True
     holds_state: bool = False  # counted against max_actors, from room found to finish
+    tenant: str | None = None  # whose share the state counts against, under a cap
     stopped: bool = False  # on_stop has run
     current: _Envelope | None = None
     cancelled: bool = False  # the runtime cancelled it (shutdown_grace is over)
@@ -293,6 +298,7 @@ class Runtime:
         self._actors: OrderedDict[_Route, _Actor] = OrderedDict()
         self._running: set[_Actor] = set()  # every actor task, routed or still stopping
         self._holding = 0  # actors holding a state, counted against max_actors
+        self._held: dict[str, int] = {}  # tenant -> actors holding a state, under a cap
         self._peak = 0  # most actors running since the tables were last rebuilt
         self._live_keys: set[ActorKey] = set()  # keys with a state, kept by the actor tasks
         self._counters = _Counters()
@@ -415,34 +421,74 @@ class Runtime:
         return True
 
     async def _make_room(self, actor: _Actor) -> None:
-        """Wait until `actor` may hold a state under max_actors, evicting idle actors.
+        """Wait until `actor` may hold a state under the caps, evicting idle actors.
 
-        Raises CapacityError when every state-holding actor is busy.
+        Eviction is fair among tenants (`protocol.tenant_of`): at ``max_actors``
+        a call may evict an idle actor of its own tenant, or of a tenant that
+        holds more actors than its own, the least recently used first; at
+        ``max_actors_per_tenant`` only one of its own. So a tenant's load never
+        pushes out the state of a tenant that holds fewer actors. Raises
+        CapacityError when nothing may be evicted and nothing is stopping.
         """
-        cap = self._config.max_actors
-        assert cap is not None
-        while self._holding >= cap:
-            victim = next(
-                (
-                    a
-                    for a in self._actors.values()
-                    if a.accepting and a.holds_state and not a.pending
-                ),
-                None,
-            )
+        tenant = tenant_of(actor.key.context.session_id)
+        while (own_only := self._full(tenant)) is not None:
+            victim = self._victim(tenant, own_only=own_only)
             if victim is not None:
                 self._counters.evicted += 1
-                logger.debug("evicting %s to stay within max_actors=%d", victim.key, cap)
+                logger.debug("evicting %s to make room for tenant %r", victim.key, tenant)
                 victim.retire()
                 await victim.wait_finished()
                 continue
-            stopping = next((a for a in self._running if a.holds_state and not a.accepting), None)
+            stopping = next(
+                (
+                    a
+                    for a in self._running
+                    if a.holds_state and not a.accepting and (a.tenant == tenant or not own_only)
+                ),
+                None,
+            )
             if stopping is None:
-                msg = f"all {cap} live actors are busy; raise max_actors or retry later"
-                raise CapacityError(msg)
+                raise CapacityError(self._no_room(tenant, own_only=own_only))
             await stopping.wait_finished()  # a slot frees up when it finishes
         self._holding += 1
+        self._held[tenant] = self._held.get(tenant, 0) + 1
+        actor.tenant = tenant
         actor.holds_state = True
+
+    def _full(self, tenant: str) -> bool | None:
+        """None if `tenant` may hold one more state; else whether only its own may make room."""
+        per_tenant = self._config.max_actors_per_tenant
+        if per_tenant is not None and self._held.get(tenant, 0) >= per_tenant:
+            return True
+        cap = self._config.max_actors
+        if cap is not None and self._holding >= cap:
+            return False
+        return None
+
+    def _victim(self, tenant: str, *, own_only: bool) -> _Actor | None:
+        """The least recently used idle actor a call of `tenant` may evict, if any."""
+        mine = self._held.get(tenant, 0)
+        for candidate in self._actors.values():  # least recently used first
+            if not (candidate.accepting and candidate.holds_state and not candidate.pending):
+                continue
+            assert candidate.tenant is not None  # every state is counted under a cap
+            if candidate.tenant == tenant or (not own_only and self._held[candidate.tenant] > mine):
+                return candidate
+        return None
+
+    def _no_room(self, tenant: str, *, own_only: bool) -> str:
+        if own_only:
+            return (
+                f"tenant {tenant!r} holds {self._held[tenant]} live actors, its limit "
+                "(max_actors_per_tenant), and all are busy; retry later"
+            )
+        cap = self._config.max_actors
+        if any(a.holds_state and a.accepting and not a.pending for a in self._running):
+            return (
+                f"all {cap} live actors are taken: tenant {tenant!r}'s are busy and the idle "
+                "ones belong to tenants holding fewer; raise max_actors or retry later"
+            )
+        return f"all {cap} live actors are busy; raise max_actors or retry later"
 
     def _start(self, route: _Route, module: ToolModule[Any], predecessor: _Actor | None) -> _Actor:
         """Route `route` to a new actor now; its task sets up the state when it may."""
@@ -544,7 +590,7 @@ class Runtime:
             # state waits until the key's previous actor has fully stopped.
             await actor.predecessor.wait_finished()
             actor.predecessor = None
-        if self._config.max_actors is None:
+        if self._config.max_actors is None and self._config.max_actors_per_tenant is None:
             self._holding += 1
             actor.holds_state = True
         else:
@@ -560,6 +606,10 @@ class Runtime:
         if actor.holds_state:
             self._live_keys.discard(actor.key)
             self._holding -= 1
+            if actor.tenant is not None:  # counted per tenant only under a cap
+                self._held[actor.tenant] -= 1
+                if not self._held[actor.tenant]:
+                    del self._held[actor.tenant]  # tenants come and go: keep the table small
         if self._actors.get(actor.route) is actor:  # not when a successor took its place
             del self._actors[actor.route]
         self._running.discard(actor)

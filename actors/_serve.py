@@ -34,6 +34,7 @@ same grace (a client may close stdin right after its last request).
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import hmac
@@ -82,6 +83,7 @@ __all__ = [
     "ConfigurationError",
     "ServeOptions",
     "build_modules",
+    "describe_tokens",
     "serve",
 ]
 
@@ -140,6 +142,8 @@ class ServeOptions:
     """Allow a non-loopback bind without tokens."""
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     """The largest JSON-RPC message accepted: a stdio line or an HTTP body."""
+    unsafe_shared_exec: bool = False
+    """Allow the workspace on an HTTP server whose clients are not all trusted gateways."""
 
     def check(self) -> None:
         """Raise ConfigurationError for options that contradict each other or are unsafe."""
@@ -175,6 +179,34 @@ class ServeOptions:
                 "every session; add --token or --tokens-file, or --insecure on a trusted network"
             )
             raise ConfigurationError(msg)
+        self._check_shared_exec()
+
+    def _check_shared_exec(self) -> None:
+        """Refuse the workspace where a client that is not a trusted gateway could reach it.
+
+        A program the workspace runs acts as the server's user: it can read the
+        tokens file or ``/proc/<ppid>/cmdline``, take a gateway token, and reach
+        every tenant's sessions. Without tokens, every local user could run programs
+        as the server's user.
+        """
+        if not self.allow_exec or self.unsafe_shared_exec:
+            return
+        tenants = sorted({tenant for tenant in self.tokens.values() if tenant is not None})
+        if tenants:
+            msg = (
+                f"refusing --allow-exec next to tenant tokens ({', '.join(tenants)}): a program "
+                "it runs can read the server's tokens and reach every tenant's sessions; serve "
+                "the workspace from a separate server with gateway tokens only, or pass "
+                "--unsafe-shared-exec to accept that"
+            )
+            raise ConfigurationError(msg)
+        if not self.tokens:
+            msg = (
+                "refusing --allow-exec over HTTP without tokens: any local user could run "
+                "programs as this server's user; add gateway tokens (--token TOKEN), or pass "
+                "--unsafe-shared-exec to accept that"
+            )
+            raise ConfigurationError(msg)
 
     @property
     def enabled(self) -> tuple[str, ...]:
@@ -182,6 +214,17 @@ class ServeOptions:
         if self.allow_exec and "workspace" not in self.modules:
             return (*self.modules, "workspace")
         return self.modules
+
+
+def describe_tokens(tokens: Mapping[str, str | None]) -> str:
+    """How many tokens are gateways and how many each tenant has; never the tokens."""
+    if not tokens:
+        return "none (every client that can connect is trusted)"
+    gateways = sum(1 for tenant in tokens.values() if tenant is None)
+    per_tenant = collections.Counter(tenant for tenant in tokens.values() if tenant is not None)
+    parts = [f"{gateways} gateway(s)"]
+    parts += [f"tenant {tenant!r}: {count}" for tenant, count in sorted(per_tenant.items())]
+    return ", ".join(parts)
 
 
 def build_modules(options: ServeOptions) -> list[ToolModule[Any]]:
@@ -259,6 +302,8 @@ async def serve(options: ServeOptions) -> None:
             watchers.start_soon(shutdown.watch, signals)
             async with open_runtime(build_modules(options), options.runtime) as runtime:
                 logger.info("modules: %s", ", ".join(runtime.registry.modules))
+                if options.http is not None:
+                    logger.info("tokens: %s", describe_tokens(options.tokens))
                 adapter = _adapter(runtime, options)
                 stop = trio.Event()
                 grace = options.runtime.shutdown_grace

@@ -29,6 +29,8 @@ from ._result import ToolResult as ToolResult
 from ._result import render_data as render_data
 from ._result import to_tool_result as to_tool_result
 from ._result import unwrap as unwrap
+from ._scope import TENANT_SEPARATOR as TENANT_SEPARATOR
 from ._scope import ActorKey as ActorKey
 from ._scope import Scope as Scope
 from ._scope import actor_key as actor_key
+from ._scope import tenant_of as tenant_of

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import enum
-from typing import final
+from typing import Final, final
 
 import attrs
 
 from ._context import ToolContext
 
-__all__ = ["ActorKey", "Scope", "actor_key"]
+TENANT_SEPARATOR: Final = "/"
+"""Sessions named ``T/…`` belong to tenant ``T``."""
+
+
+def tenant_of(session_id: str) -> str:
+    """The tenant a session belongs to: ``T`` for ``T`` and ``T/…``.
+
+    A session with no ``/`` is a tenant of its own. The HTTP server's tenant
+    tokens confine a caller to its tenant's sessions, and the runtime's
+    eviction shares its actor slots fairly among tenants.
+    """
+    return session_id.partition(TENANT_SEPARATOR)[0]
+
+__all__ = ["TENANT_SEPARATOR", "ActorKey", "Scope", "actor_key", "tenant_of"]
 
 
 class Scope(enum.Enum):

@@ -301,7 +301,7 @@ class TestCommandLine:
         ("options", "message"),
         [
             (["--exec-allow", "ls"], b"--exec-allow needs --allow-exec"),
-            (["--token", "secret"], b"apply to --http only"),
+            (["--token", "a-secret-of-16-chars"], b"apply to --http only"),
             (["--modules", "planning,nope"], b"unknown module(s) nope"),
         ],
         ids=["exec-allow", "token", "module"],

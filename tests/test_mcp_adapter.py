@@ -1,0 +1,165 @@
+"""The MCP adapter in process: who may claim which session, error shapes, the log line.
+
+The peer is the official SDK's in-memory `mcp.Client`, connected to the adapter's
+low-level Server; `identify` stands in for the transport and says who the caller is.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from actors import ToolModule, open_runtime
+from actors._mcp import STDIO_CALLER, Caller, McpAdapter, loggable
+from actors.modules import planning
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from mcp import types
+
+
+def waiting_module() -> ToolModule[None]:
+    """A module with one async tool that never returns on its own."""
+    module: ToolModule[None] = ToolModule("waiting", lambda _context: None)
+
+    @module.tool
+    async def wait(state: None) -> str:
+        """Wait forever."""
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    return module
+
+
+@asynccontextmanager
+async def client_as(caller: Caller, *modules: ToolModule[Any]) -> AsyncIterator[Client]:
+    """An in-memory SDK client whose every request comes from `caller`."""
+    async with open_runtime(modules or [planning]) as runtime:
+        adapter = McpAdapter(runtime, identify=lambda _ctx: caller)
+        async with Client(adapter.server) as client:
+            yield client
+
+
+def text_of(result: types.CallToolResult) -> str:
+    content = result.content[0]
+    assert content.type == "text"
+    return content.text
+
+
+ALPHA = Caller("token-1", tenant="alpha")
+HTTP_ANONYMOUS = Caller("anonymous")  # an HTTP client without Mcp-Session-Id or tenant
+
+
+class TestUnknownTools:
+    @pytest.mark.parametrize(
+        "arguments",
+        [
+            {"__sessionId": "beta/s"},  # outside the caller's tenant
+            {"__sessionId": 7},  # bad context
+            {"__sessionid": "alpha"},  # unknown context field
+            {},
+        ],
+    )
+    async def test_an_unknown_tool_is_invalid_params_whatever_the_context(
+        self, arguments: dict[str, Any]
+    ) -> None:
+        """The name is resolved first: the error does not depend on the session or arguments."""
+        async with client_as(ALPHA) as client:
+            with pytest.raises(MCPError, match=r"unknown tool 'nope__tool'") as caught:
+                await client.call_tool("nope__tool", arguments)
+        assert caught.value.error.code == -32602
+
+
+class TestDefaultSession:
+    async def test_a_shared_transport_without_a_session_is_refused(self) -> None:
+        """Over HTTP without Mcp-Session-Id or tenant, a call naming no session is an error."""
+        async with client_as(HTTP_ANONYMOUS) as client:
+            result = await client.call_tool("planning__create_goal", {"goal": "mine"})
+            named = await client.call_tool(
+                "planning__create_goal", {"goal": "mine", "__sessionId": "s1"}
+            )
+        assert result.is_error
+        assert text_of(result).startswith(
+            "this call names no session, and without an Mcp-Session-Id every client"
+        )
+        assert not named.is_error
+
+    async def test_a_tenant_token_without_a_session_uses_its_own_bucket(self) -> None:
+        """A tenant caller's default session is inside its tenant, shared only by itself."""
+        async with client_as(ALPHA) as client:
+            await client.call_tool("planning__create_goal", {"goal": "alpha's"})
+            seen = await client.call_tool("planning__list_goals", {"__sessionId": "alpha/default"})
+        assert "alpha's" in text_of(seen)
+
+    async def test_the_stdio_parent_gets_the_policys_default(self) -> None:
+        """The sole client of a stdio server may use the lenient 'default' session."""
+        async with client_as(STDIO_CALLER) as client:
+            await client.call_tool("planning__create_goal", {"goal": "parent's"})
+            seen = await client.call_tool("planning__list_goals", {"__sessionId": "default"})
+        assert "parent's" in text_of(seen)
+
+    async def test_a_transport_session_is_the_default(self) -> None:
+        """An older-era HTTP client lands in its Mcp-Session-Id."""
+        async with client_as(Caller("anonymous", transport_session="abc")) as client:
+            await client.call_tool("planning__create_goal", {"goal": "conn"})
+            seen = await client.call_tool("planning__list_goals", {"__sessionId": "abc"})
+        assert "conn" in text_of(seen)
+
+
+class TestLogLine:
+    @pytest.mark.parametrize(
+        "name",
+        [
+            "planning__list_goals\n2026-01-01 INFO actors.mcp: tools/call forged outcome=ok",
+            "x session='victim' outcome=ok",
+            "\x1b[2Jclear",
+            "a" * 5000,
+        ],
+    )
+    async def test_a_hostile_tool_name_cannot_forge_a_log_record(
+        self, name: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The name is escaped: one record, one line, no raw control characters or fields."""
+        caplog.set_level(logging.INFO, logger="actors.mcp")
+        async with client_as(STDIO_CALLER) as client:
+            with pytest.raises(MCPError):
+                await client.call_tool(name, {"__sessionId": "s"})
+        (record,) = [r for r in caplog.records if r.name == "actors.mcp"]
+        message = record.getMessage()
+        assert "\n" not in message
+        assert "\x1b" not in message
+        assert message.count(" outcome=") == 1
+        assert "session='victim'" not in message
+        assert len(message) < 400
+        assert message.startswith(f"tools/call {loggable(name)} session=? ")
+        assert "outcome=unknown_tool" in message
+
+    def test_plain_names_are_logged_as_they_are(self) -> None:
+        """Ordinary tool names stay readable; anything else is percent-encoded and cut."""
+        assert loggable("planning__create_goal") == "planning__create_goal"
+        assert loggable("builtin.planning__create_goal") == "builtin.planning__create_goal"
+        assert loggable("a b") == "a%20b"
+        assert loggable("x\ny'") == "x%0Ay%27"
+        assert loggable("é" * 200) == "%C3%A9" * 128 + "…"
+
+    async def test_a_cancelled_call_is_logged_with_its_context(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The caller going away still leaves a line that says whose call it was."""
+        caplog.set_level(logging.INFO, logger="actors.mcp")
+        async with client_as(STDIO_CALLER, waiting_module()) as client:
+            with trio.move_on_after(0.5):
+                await client.call_tool(
+                    "waiting__wait", {}, meta={"sessionId": "s1", "assistantId": "a1"}
+                )
+        # Leaving the client ends the connection, which cancels the call if its
+        # cancellation notification has not already done so.
+        (line,) = [r.getMessage() for r in caplog.records if "outcome=cancelled" in r.getMessage()]
+        assert "session='s1' assistant='a1' thread=-" in line
