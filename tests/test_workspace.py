@@ -1,8 +1,9 @@
 """The workspace module, driven through the runtime with real (short) subprocesses.
 
-Commands run the test's own interpreter, so they do not depend on the host's
-shell or coreutils. Real processes need real time, so no test here uses the
-autojump clock.
+Commands run the test's own interpreter, by name, found first on the search
+path the tests give the module, so they do not depend on the host's shell or
+coreutils. Real processes need real time, so no test here uses the autojump
+clock. tests/test_workspace_hardening.py covers what a hostile tenant tries.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -31,11 +33,13 @@ if TYPE_CHECKING:
     from actors import Runtime
 
 PYTHON = Path(sys.executable).name
+SEARCH_PATH = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+"""The test interpreter's directory first, so that PYTHON is the test's interpreter."""
 
 
 def python(code: str) -> str:
     """A command line running `code` with the test's interpreter."""
-    return shlex.join([sys.executable, "-c", code])
+    return shlex.join([PYTHON, "-c", code])
 
 
 PRINT_PID_AND_SLEEP = "import os, time; print(os.getpid(), flush=True); time.sleep(60)"
@@ -59,6 +63,7 @@ async def running(
 ) -> AsyncIterator[Runtime]:
     """A runtime serving a workspace under `root` that allows the test interpreter."""
     options.setdefault("allow", {PYTHON})
+    options.setdefault("path", SEARCH_PATH)
     async with open_runtime([workspace(root=root, **options)], config) as runtime:
         yield runtime
 
@@ -128,8 +133,29 @@ def in_proc(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
 
 
-def session_directories(root: Path) -> list[Path]:
-    return sorted(root.iterdir()) if root.exists() else []
+def entries(directory: Path) -> list[Path]:
+    """What `directory` holds, sorted."""
+    return sorted(directory.iterdir())
+
+
+def private_roots(parent: Path) -> list[Path]:
+    """The root directories workspaces made under `parent`."""
+    return sorted(parent.glob("mcp-actors-workspace-*"))
+
+
+def session_directories(parent: Path) -> list[Path]:
+    """The session directories of the workspaces whose roots are under `parent`."""
+    return [directory for root in private_roots(parent) for directory in listed(root)]
+
+
+def listed(root: Path) -> list[Path]:
+    """The entries of a workspace root, which is unlistable (mode 0o300) by design."""
+    mode = stat.S_IMODE(root.stat().st_mode)
+    root.chmod(0o700)  # the test lends itself the read permission the module withholds
+    try:
+        return sorted(root.iterdir())
+    finally:
+        root.chmod(mode)
 
 
 class TestOutput:
@@ -171,7 +197,7 @@ class TestOutput:
 
 class TestIsolation:
     async def test_another_sessions_process_is_not_found(self, tmp_path: Path) -> None:
-        """Seed 000: session 2 polling session 1's process gets "not found", with no hint."""
+        """Session 2 polling session 1's process gets "not found", with no hint."""
         async with running(tmp_path) as runtime:
             process_id = await start(runtime, "sess_1", python("print('Session 1')"))
             await start(runtime, "sess_2", python("print('Session 2')"))
@@ -195,25 +221,27 @@ class TestIsolation:
 
     @pytest.mark.parametrize("session", ["../../escape", "a/b", "..", ".", "/etc"])
     async def test_directories_stay_directly_under_root(self, tmp_path: Path, session: str) -> None:
-        """Whatever the session id holds, its directory is one plain child of the root."""
-        root = tmp_path / "root"
-        async with running(root) as runtime:
+        """Whatever the session id holds, its directory is one plain child of the module's root."""
+        parent = tmp_path / "parent"
+        async with running(parent) as runtime:
             cwd = await finished(
                 runtime,
                 session,
                 await start(runtime, session, python("import os; print(os.getcwd())")),
             )
             directory = Path(cwd["stdout"].strip())
-            assert directory.parent == root.resolve()
-            assert session_directories(tmp_path) == [root]
+            (root,) = private_roots(parent)
+            assert directory.parent == root
+            assert listed(root) == [directory]
+            assert entries(tmp_path) == [parent]
 
 
 class TestRefusals:
     async def test_a_program_outside_the_allowlist_is_refused(self, tmp_path: Path) -> None:
         """The error names the program and the allowed ones."""
-        async with running(tmp_path, allow={"git", PYTHON}) as runtime:
-            message = await error(runtime, "execute_command", "s1", command="/bin/sh -c 'echo hi'")
-        assert message == f"Error: program 'sh' is not allowed; allowed programs: git, {PYTHON}"
+        async with running(tmp_path, allow={"true", PYTHON}) as runtime:
+            message = await error(runtime, "execute_command", "s1", command="sh -c 'echo hi'")
+        assert message == f"Error: program 'sh' is not allowed; allowed programs: {PYTHON}, true"
 
     async def test_an_empty_allowlist_allows_nothing(self, tmp_path: Path) -> None:
         """allow=() refuses every program."""
@@ -263,7 +291,10 @@ class TestRefusals:
                 "echo 'unclosed",
                 'Error: cannot parse command "echo \'unclosed": No closing quotation',
             ),
-            ("no-such-program-xyz", "Error: program 'no-such-program-xyz' not found"),
+            (
+                "no-such-program-xyz",
+                "Error: program 'no-such-program-xyz' not found on the server's PATH",
+            ),
         ],
     )
     async def test_bad_commands_say_what_is_wrong(
@@ -283,13 +314,13 @@ class TestRefusals:
         assert message == f"Error: timeout must be a positive number of seconds, got {seconds}"
 
     async def test_the_running_limit_is_enforced(self, tmp_path: Path) -> None:
-        """A session may run at most 16 processes at once; the 17th start is refused."""
+        """A session may run at most 16 processes at once (the default); the 17th is refused."""
         async with running(tmp_path) as runtime:
             for _ in range(16):
                 await start(runtime, "s1", python("import time; time.sleep(60)"))
             message = await error(runtime, "execute_command", "s1", command=python("1"))
             other = await start(runtime, "s2", python("1"))  # the limit is per session
-        assert message.startswith("Error: this session already runs 16 processes (the limit)")
+        assert message.startswith("Error: this session already runs 16 processes (the limit);")
         assert other.startswith("proc_")
 
 
@@ -428,7 +459,7 @@ class TestHealing:
     async def test_a_removed_directory_is_recreated_before_the_next_call(
         self, tmp_path: Path
     ) -> None:
-        """Seed 004: delete the session's directory and the next call still works."""
+        """Delete the session's directory and the next call still works."""
         async with running(tmp_path) as runtime:
             await finished(runtime, "s1", await start(runtime, "s1", python("1")))
             (directory,) = session_directories(tmp_path)
@@ -449,16 +480,19 @@ class TestFactory:
             workspace(allow="git")
 
     def test_allow_takes_names_not_paths(self, tmp_path: Path) -> None:
-        """Entries are compared with argv[0]'s basename, so a path could never match."""
+        """Entries are names looked up on the search path; a path is refused."""
         with pytest.raises(ValueError, match=r"^allow lists program names .* got '/usr/bin/git'$"):
             workspace(root=tmp_path, allow=["/usr/bin/git"])
 
-    def test_output_cap_must_be_positive(self, tmp_path: Path) -> None:
-        """A zero cap would return no output at all."""
-        with pytest.raises(
-            ValueError, match=r"^output_cap must be a positive number of bytes, got 0$"
-        ):
-            workspace(root=tmp_path, output_cap=0)
+    @pytest.mark.parametrize(
+        "limit",
+        ["output_cap", "file_cap", "command_cap", "max_processes", "max_processes_total"],
+    )
+    def test_limits_must_be_positive(self, tmp_path: Path, limit: str) -> None:
+        """A zero limit would refuse everything, or return no output at all."""
+        options: dict[str, Any] = {limit: 0}
+        with pytest.raises(ValueError, match=rf"^{limit} must be a positive number, got 0$"):
+            workspace(root=tmp_path, **options)
 
     def test_context_fields_stay_out_of_the_schema(self, tmp_path: Path) -> None:
         """The tools' schemas list only their own arguments."""

@@ -5,73 +5,148 @@ Enabling it is the host's decision
 This module runs real programs on the host, so no host gets it by accident:
 ``workspace(...)`` only builds the module, and a host must pass it to
 ``open_runtime`` itself (the CLI does so only with ``--allow-exec``). It is
-not a sandbox. Commands are split with `shlex.split` and run without a shell,
-and ``allow`` limits which program *names* may run (the basename of
-``argv[0]``), but an allowed interpreter runs whatever code it is given, and
-a command may read and write anything the host user can.
+not a sandbox. Every command runs as the server's own user: an allowed
+interpreter runs whatever code it is given, and any command may read and
+write whatever that user can — other sessions' files included, if it finds
+them, and ``/proc/PID/cwd`` of another session's running process shows where
+they are; it can signal or trace the server's other processes, the
+supervisors below included. What follows raises the bar for a tenant who
+runs only the allowed programs, and bounds what one command can cost; a real
+boundary between tenants is a separate user, a container or a seccomp/namespace
+sandbox around the server, not something this module can draw.
+
+Which program runs
+------------------
+A command is split like a POSIX shell would (`shlex`) and run without one.
+Its ``argv[0]`` is a program *name*, never a path: a ``/`` in it is refused,
+and the name is looked up on the server's search path (its ``PATH`` at build
+time without relative entries, or the ``path`` given) — never in the
+session's directory, so a file a session writes (``cp /bin/sh ./ls``) can
+never run as a program.
+
+With an allowlist, each allowed name is looked up once, when the module is
+built (a name that is not found is a build error), and the module keeps the
+file it found and that file's real path. A command's ``argv[0]`` must be one
+of the allowed names, exactly; the module executes the file found at build
+time, after checking that its real path has not changed since (a symlink
+repointed since startup is refused). Comparing names as well as real paths
+matters: on a multi-call binary (busybox) ``ls`` and ``sh`` are one file, and
+only the name tells them apart. Without an allowlist the name is looked up
+on the search path at every call.
+
+Work a caller can ask for is bounded before it is done: a command longer
+than ``command_cap`` characters is refused before it is parsed (``shlex`` is
+slow on long input), and the program is checked on the first token alone,
+before the rest is split.
+
+The environment is not the server's, which may hold secrets and tokens: a
+command gets ``PATH`` (the search path), ``HOME`` and ``TMPDIR`` (the
+session's directory) and ``LANG=C.UTF-8``, nothing else.
 
 The session's directory
 -----------------------
-Each session works in ``<root>/<readable>-<digest>``: ``digest`` is a prefix
-of the SHA-256 of the session id and ``readable`` keeps only ASCII letters,
-digits, ``_`` and ``-`` of it, so an id like ``../../etc`` can name neither a
-parent nor a sibling's directory. ``on_start`` creates it; ``heal()``, run
-before every call, recreates it when something removed it behind the
-session's back (seed 004's healing manager); ``on_stop`` deletes it, because
-stopping (TTL expiry, eviction, shutdown) releases the session's state and
-the directory is part of that state. A ``cwd`` argument is resolved inside it
-(symlinks included) and refused if it lands outside.
+The module makes a private root directory when its first session starts
+(``mkdtemp`` under ``root``, or under the system's temporary directory) and
+removes it when its last session stops — so a clean exit leaves nothing
+behind, and a root that no session uses does not exist. The root has mode
+0o300: its owner may create and enter directories in it, nobody may list it
+(root, and any process of the server's user that first runs ``chmod``,
+still can). Each session works in ``<root>/<name>`` (mode 0o700), where
+``name`` is an HMAC-SHA-256 of the session id under a random key made with
+the module: a session that knows another's id still cannot compute its
+directory, and no id can name a parent or a sibling. ``heal()``, run before
+every call, recreates the directory (and the root) when something removed
+them behind the session's back; ``on_stop`` deletes it, because stopping (TTL
+expiry, eviction, shutdown) releases the session's state and the directory is
+part of that state. A ``cwd`` argument is resolved inside it (symlinks
+included) and refused if it lands outside.
 
-Who owns a running process
+Who owns a running command
 --------------------------
-A process outlives the call that started it, so the session's state owns it
-and a task of the state watches it:
+Each command runs below a *supervisor* (`actors.modules._supervisor`): a
+small standard-library Python program, one per command, that the server
+starts in a session of its own and talks to over a socket pair. The
+supervisor is a child subreaper, so every process the command starts stays
+below it — the children of a leader that already exited and grandchildren
+that called ``setsid`` included — and it reaps them as they exit. It caps the
+size of every file the command writes (``RLIMIT_FSIZE``, ``file_cap``: past
+it a write gets SIGXFSZ or EFBIG, so a command writing 1 GiB is stopped at the
+cap instead of filling the disk), starts the command, and reports
+``started``, then the command's own ``exit`` code; it exits when nothing is
+left below it. Told to, it sends SIGTERM to the command's tree; when the
+server shuts down its end of the socket (or dies), it SIGKILLs the tree until
+nothing is left. ``execute_command`` waits for the ``started`` report, so
+that a program that cannot be executed is an error of the call; that costs
+the supervisor's start-up (a Python interpreter without site: 10-25 ms on a
+2-core machine). A server that dies, even by SIGKILL, closes its ends of the
+sockets, and every supervisor then kills its tree: no command outlives it.
 
-* `trio.lowlevel.open_process` starts the program and returns at once. The
-  runtime hands the state a nursery its actor owns (``start_background``),
-  and each process gets a *watcher* task there: it waits for the process to
-  exit, kills its group when its ``timeout`` passes (status ``timed_out``),
-  and reaps it at once, whether or not the session is ever called again.
-  ``poll_process`` only reads what the watcher recorded.
-* stdout and stderr go to anonymous temporary files (`tempfile.TemporaryFile`),
-  not pipes: nobody has to drain them, so a chatty program never blocks on a
-  full pipe, and the files are invisible to the commands. ``poll_process``
-  reads the first ``output_cap`` bytes of each and reports ``truncated`` when
-  there was more. On reaping, the output is read one last time and the files
-  are closed, so only running processes hold descriptors.
-* Exactly one party reaps a process: its watcher while the watcher runs, then
-  ``on_stop``. `trio.Process.wait` reaps with no checkpoint before it returns,
-  and the exit code is recorded with none after, so a watcher that is
-  cancelled (by ``on_stop``, or by the runtime: a crash, a shutdown past its
-  grace) has either reaped and recorded its process or left it unreaped.
-  ``on_stop`` reaps a process itself only once its watcher has exited.
-* ``on_stop`` sends SIGTERM, waits up to two seconds for the processes to be
-  reaped, sends SIGKILL to what is left and waits again, then stops the
-  watchers and closes the files. The kill and the reap after it run shielded,
-  so they happen even when the runtime's ``stop_timeout`` cuts the grace
-  short, and whether the watchers are still alive or were cancelled before.
+A command's record belongs to the session's state, and a task of the state
+follows it:
 
-Each program starts in a new session (``start_new_session``), so it is the
-leader of its own process group and signals go to the whole group: the
-children of an allowed program are stopped with it. The group is signalled
-only while its leader is unreaped, because until then its id cannot be
-reused by an unrelated process. POSIX only.
+* The runtime hands the state a nursery its actor owns (``start_background``)
+  and each command gets a *watcher* task there: it reads the supervisor's
+  reports, asks for the tree to be killed when the command's ``timeout``
+  passes (status ``timed_out`` if the command itself was still running), and
+  reaps the supervisor once it exits, whether or not the session is ever
+  called again. ``poll_process`` only reads what the watcher recorded.
+* A command's status and exit code are the command's, not its children's: it
+  is ``exited`` as soon as the command exits, even while processes it left
+  in the background still run. Those stay below the supervisor until they
+  exit, until the command's timeout, or until the session's actor stops.
+* stdout and stderr go to anonymous temporary files, not pipes: nobody has
+  to drain them, so a chatty program never blocks on a full pipe, and the
+  files are invisible to the commands. ``poll_process`` reads the first
+  ``output_cap`` bytes of each and reports ``truncated`` when there was more
+  (or the file reached ``file_cap``). When the command exits, its output is
+  read one last time and the server closes its copies of the files.
+* Exactly one party reaps a supervisor: its watcher while the watcher runs,
+  then ``on_stop``. Each step of the watcher is atomic with respect to
+  cancellation: a report is received and recorded with no checkpoint in
+  between, and `trio.Process.wait` reaps with no checkpoint before it
+  returns (and nothing checkpoints after it), so a cancelled watcher has
+  either recorded something or left it for the next reader.
+* ``on_stop`` asks every live supervisor to terminate its tree, waits up to
+  two seconds for them to exit, then shuts down their sockets (SIGKILL to
+  every tree) and reaps them. The kill and the reap run shielded, so they
+  happen even when the runtime's ``stop_timeout`` cuts the grace short.
+
+Processes are bounded per session (``max_processes`` live supervised
+commands) and across all sessions of the module (``max_processes_total``):
+each holds a few file descriptors in the server. A command counts until it
+and everything it started have exited.
+
+Known limits
+------------
+* Same user: see the first section. A command can kill its own supervisor;
+  what is below it then escapes to init.
+* A fork bomb inside one command is bounded by the host's limits only, until
+  the command's timeout or the actor's stop kills the tree. ``RLIMIT_NPROC``
+  does not help: it counts every process and thread of the server's user
+  (the server's own threads and every session's processes), so a cap low
+  enough to matter would let one session's processes make another's forks
+  fail, and it does not apply to root. A per-command pids cgroup is the real
+  bound.
+* ``RLIMIT_FSIZE`` caps each file, not a session's total disk use; a root
+  server may raise its hard limit again.
+* Linux only (``prctl``, ``/proc``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
+import errno
 import hashlib
+import hmac
 import logging
 import math
 import os
-import re
 import secrets
 import shlex
 import shutil
-import signal
+import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any, Final, Literal
@@ -85,7 +160,7 @@ from .._errors import ToolError
 from .._module import ToolModule
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Callable, Collection, Iterator, Mapping
 
 __all__ = ["WorkspaceState", "workspace"]
 
@@ -93,25 +168,22 @@ logger = logging.getLogger("actors.workspace")
 
 _Status = Literal["running", "exited", "killed", "timed_out"]
 
-_MAX_RUNNING: Final = 16  # per session: each running process holds two open files
+_SUPERVISOR: Final = Path(__file__).with_name("_supervisor.py")
 _TERM_GRACE: Final = 2.0  # seconds between SIGTERM and SIGKILL on stop
-_REAP_TIMEOUT: Final = 1.0  # seconds to reap SIGKILLed processes, which die at once
-_READABLE: Final = re.compile(r"[^A-Za-z0-9_-]+")
+_REAP_TIMEOUT: Final = 1.0  # seconds for supervisors to clear SIGKILLed trees, which die at once
+_ROOT_MODE: Final = 0o300  # the owner may create and enter directories; nobody may list them
+_SESSION_MODE: Final = 0o700
+_CWD_CAP: Final = 4096  # characters; longer paths do not resolve anyway (PATH_MAX)
+_REPORT_CAP: Final = 256  # bytes of an unfinished report line before a supervisor is not believed
 
 
-def _directory_name(session_id: str) -> str:
-    """A directory name for `session_id` that cannot escape the root or collide."""
-    readable = _READABLE.sub("_", session_id)[:32].strip("_") or "session"
-    digest = hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:16]
-    return f"{readable}-{digest}"
-
-
-def _capture(file: IO[bytes], cap: int) -> tuple[str, bool]:
-    """The first `cap` bytes written to `file`, decoded, and whether there were more."""
-    # pread leaves the child's write offset alone; at most cap + 1 bytes of
+def _capture(file: IO[bytes], cap: int, file_cap: int) -> tuple[str, bool]:
+    """The first `cap` bytes written to `file`, decoded, and whether it was cut."""
+    # pread leaves the child's write offset alone; at most `cap` bytes of
     # recently written data, so the read is short and served from the page cache.
-    data = os.pread(file.fileno(), cap + 1, 0)
-    return data[:cap].decode("utf-8", errors="replace"), len(data) > cap
+    data = os.pread(file.fileno(), cap, 0)
+    size = os.fstat(file.fileno()).st_size
+    return data.decode("utf-8", errors="replace"), size > cap or size >= file_cap
 
 
 @attrs.frozen
@@ -121,24 +193,154 @@ class _Output:
     truncated: bool
 
 
-@attrs.define(eq=False)
-class _Process:
-    """One started program: its captured output, its deadline and its watcher."""
+@attrs.frozen
+class _Allowed:
+    path: str
+    """Where the program was found on the search path when the module was built: what runs."""
+    real: str
+    """Its real path then: a command is refused if that changed."""
 
-    process: trio.Process
+
+@attrs.frozen
+class _Programs:
+    """Where programs are looked up, and which may run."""
+
+    search_path: str
+    """Absolute directories, ``os.pathsep``-separated; also the commands' PATH."""
+    allowed: Mapping[str, _Allowed] | None
+    """Allowed program name → its file; None allows any program on the search path."""
+
+    def resolve(self, name: str) -> str:
+        """The file to execute for program `name`; ToolError if it may not run."""
+        if "/" in name:
+            msg = (
+                f"Error: program {name!r} is a path; give a program name, which is looked "
+                "up on the server's PATH (never in the session's directory)"
+            )
+            raise ToolError(msg)
+        if self.allowed is None:
+            found = shutil.which(name, path=self.search_path)
+            if found is None:
+                msg = f"Error: program {name!r} not found on the server's PATH"
+                raise ToolError(msg)
+            return found
+        entry = self.allowed.get(name)
+        if entry is None:
+            allowed = ", ".join(sorted(self.allowed)) or "(none)"
+            msg = f"Error: program {name!r} is not allowed; allowed programs: {allowed}"
+            raise ToolError(msg)
+        if os.path.realpath(entry.path) != entry.real:
+            msg = (
+                f"Error: program {name!r} is no longer the file allowed when the server "
+                "started; an operator must restart the server to allow it again"
+            )
+            raise ToolError(msg)
+        return entry.path
+
+
+@attrs.frozen
+class _Config:
+    programs: _Programs
+    output_cap: int
+    file_cap: int
+    command_cap: int
+    max_processes: int
+    max_processes_total: int
+
+
+@attrs.define(eq=False)
+class _Host:
+    """What every session of one module shares: the root directory and the process count.
+
+    Only the runtime's trio thread touches it, and never across a checkpoint.
+    """
+
+    parent: Path
+    """Where the root directory is made."""
+    key: bytes = attrs.field(factory=lambda: secrets.token_bytes(32), repr=False)
+    """The HMAC key that turns session ids into directory names."""
+    root: Path | None = None
+    """The root directory while some session holds it."""
+    holders: int = 0
+    """Sessions holding the root: made by the first, removed after the last."""
+    running: int = 0
+    """Supervisors not yet reaped, across all sessions."""
+
+    def acquire(self, session_id: str) -> Path:
+        """The directory of `session_id` (not made yet), making the root if no session holds it."""
+        if self.root is None:
+            self.parent.mkdir(parents=True, exist_ok=True)
+            root = Path(tempfile.mkdtemp(prefix="mcp-actors-workspace-", dir=self.parent))
+            root.chmod(_ROOT_MODE)
+            self.root = root
+        self.holders += 1
+        digest = hmac.new(self.key, session_id.encode("utf-8", "surrogatepass"), hashlib.sha256)
+        return self.root / digest.hexdigest()[:32]
+
+    def release(self) -> Path | None:
+        """Let go of the root; returns it for removal when this was its last holder."""
+        self.holders -= 1
+        if self.holders:
+            return None
+        root, self.root = self.root, None
+        return root
+
+
+def _make_directory(directory: Path) -> None:
+    """Make `directory` and its root, with their modes, if they are missing."""
+    root = directory.parent
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    root.chmod(_ROOT_MODE)
+    directory.mkdir(mode=_SESSION_MODE, exist_ok=True)
+    directory.chmod(_SESSION_MODE)
+
+
+def _remove(path: Path) -> None:
+    """Delete a directory tree (the root must be made listable first)."""
+    with contextlib.suppress(OSError):
+        path.chmod(0o700)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _environment(programs: _Programs, directory: Path) -> dict[str, str]:
+    """The whole environment of a command: nothing of the server's."""
+    home = str(directory)
+    return {"PATH": programs.search_path, "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8"}
+
+
+@attrs.define(eq=False)
+class _Command:
+    """One started command: its supervisor, its captured output, its deadline and its watcher."""
+
+    supervisor: trio.Process
+    control: socket.socket
+    """The server's end of the supervisor's socket pair (non-blocking)."""
     stdout: IO[bytes]
     stderr: IO[bytes]
     deadline: float
-    """trio.current_time() after which the process is killed; inf for none."""
+    """trio.current_time() after which the command's tree is killed; inf for none."""
+    on_reaped: Callable[[_Command], None]
+    """Called once the supervisor is reaped: the session and the module count it no more."""
+    pid: int | None = None
+    """The command's pid, once its supervisor reported it started."""
+    failure: int | None = None
+    """The errno the supervisor reported when it could not start the command."""
     code: int | None = None
-    """The exit code, recorded by whoever reaped the process; None until then."""
+    """The command's exit code once it exited; None while it runs."""
     timed_out: bool = False
     final: _Output | None = None
-    """The output once the process has been reaped and its files are closed."""
+    """The output once the command has exited and the files are closed."""
+    ended: bool = False
+    """The supervisor's socket reached end of file: it has exited, or is exiting."""
+    reaped: bool = False
+    pending: bytes = b""
+    """The start of a report whose end has not arrived yet."""
+    ready: trio.Event = attrs.field(factory=trio.Event)
+    """Set when the supervisor reported the command started, or could not start it."""
     watcher: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    """The watcher task's scope: `stop_watching` cancels it to take the process over."""
+    """The watcher task's scope: `stop_watching` cancels it to take the supervisor over."""
     unwatched: trio.Event = attrs.field(factory=trio.Event)
-    """Set when the watcher has exited; from then on only on_stop may reap the process."""
+    """Set when the watcher has exited; from then on only on_stop may reap the supervisor."""
 
     @property
     def status(self) -> _Status:
@@ -149,136 +351,211 @@ class _Process:
             return "timed_out"
         return "killed" if self.code < 0 else "exited"
 
-    def signal(self, sig: signal.Signals) -> None:
-        """Signal the process's group, unless the process has been reaped."""
-        # Only this record's owners reap, and they record the code as they do,
-        # so `code is None` means the leader is unreaped: its pid, and so the
-        # group id, cannot have been reused by an unrelated process.
-        if self.code is None:
-            # The unreaped leader is in the group, so this should not fail; if it
-            # ever does, the group is gone, which is what the signal was for.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, sig)
+    def terminate(self) -> None:
+        """Ask the supervisor to send SIGTERM to the command's tree."""
+        with contextlib.suppress(OSError):  # full or closed: the kill that follows still works
+            self.control.send(b"t")
 
-    def output(self, cap: int) -> _Output:
-        """The first `cap` bytes of each stream so far, or the final output once reaped."""
+    def kill(self) -> None:
+        """Ask the supervisor to SIGKILL the command's tree and exit (end of file on its socket)."""
+        with contextlib.suppress(OSError):  # already shut down, or the supervisor is gone
+            self.control.shutdown(socket.SHUT_WR)
+
+    def output(self, cap: int, file_cap: int) -> _Output:
+        """The first `cap` bytes of each stream so far, or the final output once exited."""
         if self.final is not None:
             return self.final
-        stdout, out_cut = _capture(self.stdout, cap)
-        stderr, err_cut = _capture(self.stderr, cap)
+        stdout, out_cut = _capture(self.stdout, cap, file_cap)
+        stderr, err_cut = _capture(self.stderr, cap, file_cap)
         return _Output(stdout, stderr, out_cut or err_cut)
 
-    async def reap(self, cap: int) -> None:
-        """Wait for the process to exit, reap it, record its code and keep its output.
+    async def follow(self, config: _Config) -> None:
+        """Record the supervisor's reports until its socket ends.
+
+        Atomic with respect to cancellation: waiting is the only checkpoint, and
+        what is received is recorded before the next one.
+        """
+        while not self.ended:
+            await trio.lowlevel.wait_readable(self.control)
+            try:
+                data = self.control.recv(4096)
+            except BlockingIOError:
+                continue
+            except OSError:  # reset: the supervisor is gone
+                data = b""
+            self._take(data, config)
+
+    def _take(self, data: bytes, config: _Config) -> None:
+        if not data:
+            self.ended = True
+            self.ready.set()
+            return
+        *lines, self.pending = (self.pending + data).split(b"\n")
+        for line in lines:
+            self._report(line, config)
+        if len(self.pending) > _REPORT_CAP:
+            logger.error("supervisor %d sent garbage; killing it", self.supervisor.pid)
+            self.pending = b""
+            self.kill()
+
+    def _report(self, line: bytes, config: _Config) -> None:
+        kind, _, value = line.partition(b" ")
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        if kind == b"started" and number is not None:
+            self.pid = number
+            self.ready.set()
+        elif kind == b"failed" and number is not None:
+            self.failure = number
+            self.ready.set()
+        elif kind == b"exit" and number is not None and self.code is None:
+            self.finish(number, config)
+        else:
+            logger.warning("supervisor %d sent %r; ignored", self.supervisor.pid, line)
+
+    def finish(self, code: int, config: _Config) -> None:
+        """Record the command's exit code, keep its output and close the server's copies."""
+        self.code = code
+        self.final = self.output(config.output_cap, config.file_cap)
+        self.close_files()
+
+    async def reap(self, config: _Config) -> None:
+        """Wait for the supervisor to exit and reap it; it then counts no more.
 
         Atomic with respect to cancellation: `trio.Process.wait` reaps with no
         checkpoint before it returns and nothing here checkpoints after, so a
-        cancelled call leaves the process unreaped and the record unchanged.
+        cancelled call leaves the supervisor unreaped and the record unchanged.
         """
-        self.code = await self.process.wait()
-        self.final = self.output(cap)
-        self.close()
+        code = await self.supervisor.wait()
+        self.reaped = True
+        self.control.close()  # its end of file was read: nothing more will come
+        if self.code is None:  # no exit report: the command never started, or the supervisor died
+            self.finish(code, config)
+            if self.failure is None:
+                self._log_early_end(code)
+        self.on_reaped(self)
 
-    async def watch(self, cap: int) -> None:
-        """Reap the process as soon as it exits, killing it at its deadline.
+    def _log_early_end(self, code: int) -> None:
+        assert self.final is not None
+        if self.pid is None:  # its own error, if it had one, is in stderr
+            logger.error(
+                "supervisor %d ended (%d) before it reported a start: %s",
+                *(self.supervisor.pid, code, self.final.stderr),
+            )
+        else:  # something killed it; what was below it is no longer watched
+            logger.warning("supervisor %d ended (%d) before its command", self.supervisor.pid, code)
 
-        Runs as a background task of the state, the process's only reaper while
-        it runs; it never raises for anything the process does.
+    async def watch(self, config: _Config) -> None:
+        """Follow the command to its end, killing its tree at the deadline, and reap.
+
+        Runs as a background task of the state, the supervisor's only reaper
+        while it runs; it never raises for anything the command does.
         """
         try:
             with self.watcher:  # cancelled by stop_watching, or by the runtime with its nursery
                 with trio.move_on_at(self.deadline):
-                    await self.reap(cap)
-                if self.code is None:  # the deadline passed first
-                    self.timed_out = True
-                    self.signal(signal.SIGKILL)
-                    await self.reap(cap)
+                    await self.follow(config)
+                if not self.ended:  # the deadline passed first
+                    self.timed_out = self.code is None
+                    self.kill()
+                    await self.follow(config)
+                await self.reap(config)
         finally:
             self.unwatched.set()
 
-    async def settle(self, cap: int) -> None:
-        """Return once the process is reaped: by its watcher while that runs, else here."""
+    async def settle(self, config: _Config) -> None:
+        """Return once the supervisor is reaped: by its watcher while that runs, else here."""
         await self.unwatched.wait()
-        if self.code is None:  # the watcher was cancelled before the process exited
-            await self.reap(cap)
+        if not self.reaped:  # the watcher was cancelled before the supervisor exited
+            await self.follow(config)
+            await self.reap(config)
 
     async def stop_watching(self) -> None:
-        """Cancel the watcher, wait until it has exited, and close the files."""
-        # Waiting matters: a watcher already woken by the exit would otherwise
-        # read the files after they were closed. It exits at once, since its
-        # only checkpoints are cancellable waits for the process.
+        """Cancel the watcher, wait until it has exited, and close the files and the socket."""
+        # Waiting matters: a watcher already woken by a report would otherwise
+        # read a closed socket. It exits at once, since its only checkpoints are
+        # cancellable waits.
         self.watcher.cancel()
         await self.unwatched.wait()
-        self.close()
+        self.close_files()
+        self.control.close()
 
-    def close(self) -> None:
-        """Close the output files (again is harmless)."""
+    def close_files(self) -> None:
+        """Close the server's copies of the output files (again is harmless)."""
         self.stdout.close()
         self.stderr.close()
 
 
-@attrs.frozen
-class _Config:
-    root: Path
-    allow: frozenset[str] | None
-    output_cap: int
-
-
 @attrs.define(eq=False)
 class WorkspaceState:
-    """One session's working directory and the processes started in it."""
+    """One session's working directory and the commands started in it."""
 
     config: _Config
+    host: _Host
     directory: Path
     """The session's working directory; commands run in it or below it."""
-    processes: dict[str, _Process] = attrs.field(factory=dict)
-    """Process id → process, for every process started in this session."""
+    processes: dict[str, _Command] = attrs.field(factory=dict)
+    """Process id → command, for every command started in this session."""
+    live: set[_Command] = attrs.field(factory=set)
+    """Commands whose supervisor is not reaped yet (including any whose start failed)."""
     nursery: trio.Nursery | None = None
     """Where the watchers run: the nursery the actor passed to `start_background`."""
 
     def on_start(self) -> None:
-        """Create the working directory (or reuse one left by a host that crashed)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        """Create the working directory."""
+        _make_directory(self.directory)
 
     def start_background(self, nursery: trio.Nursery) -> None:
-        """Keep the actor's nursery: every process started later gets its watcher there."""
+        """Keep the actor's nursery: every command started later gets its watcher there."""
         self.nursery = nursery
 
     def heal(self) -> None:
         """Recreate the working directory if something removed it."""
         if not self.directory.is_dir():
             logger.warning("working directory %s was removed; recreating it", self.directory)
-            self.directory.mkdir(parents=True, exist_ok=True)
+            _make_directory(self.directory)
 
     async def on_stop(self) -> None:
-        """Terminate and reap every running process, close the files, delete the directory."""
-        running = [entry for entry in self.processes.values() if entry.code is None]
+        """Stop every command's tree, reap the supervisors, delete the directory."""
+        running = list(self.live)
         try:
             for entry in running:
-                entry.signal(signal.SIGTERM)
+                entry.terminate()
             with trio.move_on_after(_TERM_GRACE):
                 for entry in running:
-                    await entry.settle(self.config.output_cap)
+                    await entry.settle(self.config)
         finally:
             # Shielded, so that also when the runtime's stop_timeout cancels us
-            # mid-grace the survivors are killed and reaped: no process, zombie
-            # or open file outlives the state.
+            # mid-grace the trees are killed and the supervisors reaped: no
+            # process, zombie or open file outlives the state.
             with trio.CancelScope(shield=True):
                 await self._kill(running)
-                remove = functools.partial(shutil.rmtree, self.directory, ignore_errors=True)
-                await trio.to_thread.run_sync(remove)  # a big tree must not stall other actors
+                await self._remove_directory()
 
-    async def _kill(self, running: list[_Process]) -> None:
-        """SIGKILL what is left of `running`, reap it, then stop the watchers."""
+    async def _kill(self, running: list[_Command]) -> None:
+        """Kill what is left of the trees of `running`, reap the supervisors, stop the watchers."""
         for entry in running:
-            entry.signal(signal.SIGKILL)
+            entry.kill()
         with trio.move_on_after(_REAP_TIMEOUT):
             for entry in running:
-                await entry.settle(self.config.output_cap)
+                await entry.settle(self.config)
         for entry in running:
-            if entry.code is None:  # in uninterruptible sleep, say; nothing more we can do
-                logger.error("process %d survived SIGKILL; leaving it unreaped", entry.process.pid)
+            if not entry.reaped:  # a process in uninterruptible sleep, say; nothing more we can do
+                logger.error(
+                    "supervisor %d did not exit after killing its command's processes; "
+                    "leaving it unreaped",
+                    entry.supervisor.pid,
+                )
             await entry.stop_watching()
+
+    async def _remove_directory(self) -> None:
+        # In a thread: a big tree must not stall other actors.
+        await trio.to_thread.run_sync(_remove, self.directory)
+        root = self.host.release()
+        if root is not None:  # the last session of the module: the root goes too
+            await trio.to_thread.run_sync(_remove, root)
 
     def background(self) -> trio.Nursery:
         """The nursery for watchers; RuntimeError if the runtime never provided one."""
@@ -290,8 +567,8 @@ class WorkspaceState:
             raise RuntimeError(msg)
         return self.nursery
 
-    def get(self, process_id: str) -> _Process:
-        """The process `process_id` of this session; ToolError if it has none by that id."""
+    def get(self, process_id: str) -> _Command:
+        """The command `process_id` of this session; ToolError if it has none by that id."""
         entry = self.processes.get(process_id)
         if entry is None:
             msg = f"Error: process {process_id!r} not found"
@@ -306,7 +583,14 @@ class WorkspaceState:
         if "\0" in cwd:
             msg = "Error: cwd must not contain NUL characters"
             raise ToolError(msg)
-        target = (base / cwd).resolve()
+        if len(cwd) > _CWD_CAP:
+            msg = f"Error: cwd is {len(cwd)} characters long; the limit is {_CWD_CAP}"
+            raise ToolError(msg)
+        try:
+            target = (base / cwd).resolve()
+        except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
+            msg = f"Error: cwd {cwd!r} cannot be resolved: {exc}"
+            raise ToolError(msg) from None
         if not target.is_relative_to(base):
             msg = (
                 f"Error: cwd {cwd!r} is outside the session's working directory; "
@@ -318,24 +602,50 @@ class WorkspaceState:
             raise ToolError(msg)
         return target
 
-    def check_program(self, argv: list[str]) -> None:
-        """Refuse `argv` unless its program's basename is allowed."""
-        allow = self.config.allow
-        program = os.path.basename(argv[0])
-        if allow is not None and program not in allow:
-            allowed = ", ".join(sorted(allow)) or "(none)"
-            msg = f"Error: program {program!r} is not allowed; allowed programs: {allowed}"
-            raise ToolError(msg)
-
     def check_capacity(self) -> None:
-        """Refuse a new process while the session already runs the maximum."""
-        running = sum(1 for entry in self.processes.values() if entry.code is None)
-        if running >= _MAX_RUNNING:
+        """Refuse a new command while the session, or the module, runs the maximum."""
+        limit = self.config.max_processes
+        if len(self.live) >= limit:
             msg = (
-                f"Error: this session already runs {running} processes (the limit); "
-                "wait for one to finish (poll_process) before starting another"
+                f"Error: this session already runs {len(self.live)} processes (the limit); "
+                "a process counts until it and every process it started have exited: wait "
+                "for one to finish (poll_process) before starting another"
             )
             raise ToolError(msg)
+        total = self.config.max_processes_total
+        if self.host.running >= total:
+            msg = (
+                f"Error: the workspace already runs {self.host.running} processes across "
+                f"all sessions (the limit is {total}); try again when some have finished"
+            )
+            raise ToolError(msg)
+
+    async def start(self, executable: str, argv: list[str], cwd: Path, deadline: float) -> str:
+        """Start `argv` under a supervisor; its id once the supervisor reports it started."""
+        nursery = self.background()  # before spawning: a supervisor must never lack its watcher
+        self.check_capacity()
+        # Counted before the first checkpoint, so that sessions starting commands
+        # at the same time cannot all pass the check.
+        self.host.running += 1
+        try:
+            entry = await _spawn(self, executable, argv, cwd, deadline)
+        except BaseException:
+            self.host.running -= 1
+            raise
+        self.live.add(entry)
+        # No checkpoint since the spawn, so the supervisor cannot be left without its reaper.
+        nursery.start_soon(entry.watch, self.config, name=f"watch {argv[0]}")
+        await entry.ready.wait()
+        if entry.pid is None:
+            raise _start_error(argv[0], entry.failure)
+        process_id = self.new_id()
+        self.processes[process_id] = entry
+        return process_id
+
+    def forget(self, entry: _Command) -> None:
+        """A supervisor was reaped: it no longer counts against the limits."""
+        self.live.discard(entry)
+        self.host.running -= 1
 
     def new_id(self) -> str:
         """A fresh process id, unique in this session and hard to guess."""
@@ -345,16 +655,37 @@ class WorkspaceState:
                 return process_id
 
 
-def _parse(command: str) -> list[str]:
+@contextlib.contextmanager
+def _parse_errors(command: str) -> Iterator[None]:
     try:
-        argv = shlex.split(command)
+        yield
     except ValueError as exc:
         msg = f"Error: cannot parse command {command!r}: {exc}"
         raise ToolError(msg) from None
-    if not argv:
+
+
+def _parse(command: str, config: _Config) -> tuple[str, list[str]]:
+    """The file to execute and the argv of `command`, checked before they cost much."""
+    if len(command) > config.command_cap:
+        msg = (
+            f"Error: command is {len(command)} characters long; the limit is "
+            f"{config.command_cap}: put long input in a file in the session's directory"
+        )
+        raise ToolError(msg)
+    if "\0" in command:
+        msg = "Error: command must not contain NUL characters"
+        raise ToolError(msg)
+    lexer = shlex.shlex(command, posix=True)  # what shlex.split does, one token first
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    with _parse_errors(command):
+        program = lexer.get_token()
+    if program is None:
         msg = "Error: command must not be empty"
         raise ToolError(msg)
-    return argv
+    executable = config.programs.resolve(program)  # before the rest is split
+    with _parse_errors(command):
+        return executable, [program, *lexer]
 
 
 def _deadline(timeout: float | None) -> float:
@@ -366,32 +697,44 @@ def _deadline(timeout: float | None) -> float:
     return trio.current_time() + timeout
 
 
-async def _spawn(argv: list[str], cwd: Path) -> tuple[trio.Process, IO[bytes], IO[bytes]]:
-    """Start `argv` in `cwd` with its output going to two anonymous files."""
-    stdout = tempfile.TemporaryFile()  # noqa: SIM115 -- owned by the _Process record, closed once reaped or on stop
-    stderr = tempfile.TemporaryFile()  # noqa: SIM115 -- as above
-    try:
-        process = await trio.lowlevel.open_process(
-            argv,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            start_new_session=True,
-        )
-    except BaseException:
-        stdout.close()
-        stderr.close()
-        raise
-    return process, stdout, stderr
+async def _spawn(
+    state: WorkspaceState, executable: str, argv: list[str], cwd: Path, deadline: float
+) -> _Command:
+    """Start the supervisor of `argv` in `cwd`, its output going to two anonymous files."""
+    config = state.config
+    with contextlib.ExitStack() as cleanup:  # until the record below owns what is opened
+        stdout = cleanup.enter_context(tempfile.TemporaryFile())
+        stderr = cleanup.enter_context(tempfile.TemporaryFile())
+        ours, theirs = socket.socketpair()
+        cleanup.enter_context(ours)
+        with theirs:  # the supervisor has its copy; ours would hide its end of file
+            ours.setblocking(False)
+            supervisor = await trio.lowlevel.open_process(
+                [
+                    *(sys.executable, "-I", "-S", str(_SUPERVISOR)),
+                    *(str(theirs.fileno()), str(config.file_cap), executable),
+                    *argv,
+                ],
+                cwd=cwd,
+                env=_environment(config.programs, state.directory),
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,  # no terminal signal meant for the server reaches it
+            )
+        cleanup.pop_all()
+    return _Command(supervisor, ours, stdout, stderr, deadline, state.forget)
 
 
-def _spawn_error(program: str, exc: OSError) -> ToolError:
-    if isinstance(exc, FileNotFoundError):
+def _start_error(program: str, number: int | None) -> ToolError:
+    if number is None:
+        return ToolError(f"Error: cannot start {program!r}: its supervisor exited first")
+    if number == errno.ENOENT:
         return ToolError(f"Error: program {program!r} not found")
-    if isinstance(exc, PermissionError):
+    if number in (errno.EACCES, errno.EPERM):
         return ToolError(f"Error: program {program!r} is not executable")
-    return ToolError(f"Error: cannot start {program!r}: {exc}")
+    return ToolError(f"Error: cannot start {program!r}: {os.strerror(number)}")
 
 
 def _poll_text(process_id: str, status: _Status, code: int | None, output: _Output) -> str:
@@ -410,20 +753,46 @@ def workspace(
     root: Path | None = None,
     allow: Collection[str] | None = None,
     output_cap: int = 64 * 1024,
+    *,
+    file_cap: int = 8 * 1024 * 1024,
+    command_cap: int = 16 * 1024,
+    max_processes: int = 16,
+    max_processes_total: int = 64,
+    path: str | None = None,
 ) -> ToolModule[WorkspaceState]:
-    """Build the ``workspace`` module: run programs in a per-session directory under `root`.
+    """Build the ``workspace`` module: run programs in per-session directories under `root`.
 
-    `root` defaults to a fresh temporary directory made now. `allow` lists the
-    program names (basenames, e.g. ``"python3"``) a command may start; ``None``
-    allows any program. `output_cap` is how many bytes of each of stdout and
-    stderr a poll returns. Hosts must add the module explicitly; see the module
-    docstring for what it does and does not protect.
+    `root` is where the module makes its private root directory, made when
+    its first session starts and removed after its last stops; by default the
+    system's temporary directory. `allow` lists the program names (like
+    ``"python3"``) a command may start, each looked up now on the search path;
+    ``None`` allows any program found there. `output_cap` is how many bytes of
+    each of stdout and stderr a poll returns; `file_cap` the largest file a
+    command may write, its stdout and stderr included; `command_cap` the
+    longest command line, in characters. `max_processes` bounds the commands
+    one session runs at once, `max_processes_total` those of all sessions.
+    `path` is the search path for programs (default: the server's ``PATH``;
+    relative entries are dropped). Hosts must add the module explicitly; see
+    the module docstring for what it does and does not protect.
     """
-    allowed, cap = _allowlist(allow), _cap(output_cap)  # checked before a temp root is made
-    config = _Config(_root(root), allowed, cap)
+    limits = {
+        "output_cap": output_cap,
+        "file_cap": file_cap,
+        "command_cap": command_cap,
+        "max_processes": max_processes,
+        "max_processes_total": max_processes_total,
+    }
+    for name, value in limits.items():
+        if value < 1:
+            msg = f"{name} must be a positive number, got {value}"
+            raise ValueError(msg)
+    config = _Config(_programs(allow, path), **limits)
+    host = _Host(Path(tempfile.gettempdir() if root is None else root).resolve())
 
     def new_state(context: ToolContext) -> WorkspaceState:
-        return WorkspaceState(config, config.root / _directory_name(context.session_id))
+        # The state holds the root from here: on_stop, which the runtime runs
+        # for every state it made (even when on_start fails), lets go of it.
+        return WorkspaceState(config, host, host.acquire(context.session_id))
 
     module = ToolModule(
         "workspace",
@@ -436,30 +805,29 @@ def workspace(
     return module
 
 
-def _root(root: Path | None) -> Path:
-    if root is None:
-        return Path(tempfile.mkdtemp(prefix="mcp-actors-workspace-"))
-    return root.resolve()  # so cwd checks do not depend on the host's cwd later
-
-
-def _allowlist(allow: Collection[str] | None) -> frozenset[str] | None:
+def _programs(allow: Collection[str] | None, path: str | None) -> _Programs:
+    """The search path and the allowlist, each allowed name found on it now."""
+    entries = (os.environ.get("PATH", os.defpath) if path is None else path).split(os.pathsep)
+    relative = [entry for entry in entries if not os.path.isabs(entry)]
+    if relative:
+        logger.warning("the workspace ignores relative PATH entries: %s", relative)
+    search_path = os.pathsep.join(entry for entry in entries if os.path.isabs(entry))
     if allow is None:
-        return None
+        return _Programs(search_path, None)
     if isinstance(allow, str):
         msg = f"allow must be a collection of program names, not the string {allow!r}"
         raise TypeError(msg)
+    allowed = {}
     for name in allow:
         if not name or "/" in name:
-            msg = f"allow lists program names compared by basename, like 'python3'; got {name!r}"
+            msg = f"allow lists program names looked up on PATH, like 'python3'; got {name!r}"
             raise ValueError(msg)
-    return frozenset(allow)
-
-
-def _cap(output_cap: int) -> int:
-    if output_cap < 1:
-        msg = f"output_cap must be a positive number of bytes, got {output_cap}"
-        raise ValueError(msg)
-    return output_cap
+        found = shutil.which(name, path=search_path)
+        if found is None:
+            msg = f"allow: program {name!r} not found on the search path {search_path!r}"
+            raise ValueError(msg)
+        allowed[name] = _Allowed(found, os.path.realpath(found))
+    return _Programs(search_path, allowed)
 
 
 async def execute_command(
@@ -470,21 +838,14 @@ async def execute_command(
     timeout: Annotated[float | None, "Seconds after which the process is killed."] = None,  # noqa: ASYNC109
 ) -> CallResult:
     """Start a program in the background; poll_process reads its status and output."""
-    nursery = state.background()  # before spawning: a process must never lack its watcher
-    argv = _parse(command)
-    state.check_program(argv)
+    executable, argv = _parse(command, state.config)
     directory = state.working_directory(cwd)
     deadline = _deadline(timeout)
-    state.check_capacity()
     try:
-        process, stdout, stderr = await _spawn(argv, directory)
-    except OSError as exc:
-        raise _spawn_error(argv[0], exc) from None
-    process_id = state.new_id()
-    entry = _Process(process, stdout, stderr, deadline)
-    state.processes[process_id] = entry
-    # No checkpoint since the spawn, so the process cannot be left without its reaper.
-    nursery.start_soon(entry.watch, state.config.output_cap, name=f"watch {process_id}")
+        process_id = await state.start(executable, argv, directory, deadline)
+    except OSError as exc:  # the supervisor itself could not start: no descriptors, no memory
+        msg = f"Error: cannot start {argv[0]!r}: {exc}"
+        raise ToolError(msg) from None
     data: dict[str, Any] = {"processId": process_id, "status": "running"}
     return CallResult.both(f"Started {process_id}: {shlex.join(argv)}", data)
 
@@ -498,7 +859,7 @@ def poll_process(
     # Synchronous, so the watcher cannot record the exit between these reads:
     # an "exited" status always comes with the final, complete output.
     code, status = entry.code, entry.status
-    output = entry.output(state.config.output_cap)
+    output = entry.output(state.config.output_cap, state.config.file_cap)
     data: dict[str, Any] = {
         "processId": processId,
         "status": status,
