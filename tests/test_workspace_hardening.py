@@ -26,7 +26,7 @@ import pytest
 import trio
 
 from actors import ActorCrashedError, RuntimeConfig, open_runtime
-from actors.modules import workspace
+from actors.modules import _workspace, workspace
 
 from .test_workspace import (
     PYTHON,
@@ -487,6 +487,22 @@ class TestProcessCaps:
             accepted = await _start_when_free(runtime, "s2", sleep)
         assert refused.startswith("Error: the workspace already runs 1 processes")
         assert accepted.startswith("proc_")
+
+    async def test_a_session_forgets_its_oldest_finished_commands(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Records are bounded: past KEPT_RECORDS, the oldest finished one is "not found"."""
+        monkeypatch.setattr(_workspace, "KEPT_RECORDS", 3)
+        quick = python("pass")
+        async with running(tmp_path) as runtime:
+            ids = []
+            for _ in range(4):
+                ids.append(await start(runtime, "s1", quick))
+                await finished(runtime, "s1", ids[-1])
+            forgotten = await error(runtime, "poll_process", "s1", processId=ids[0])
+            kept = [await finished(runtime, "s1", process_id) for process_id in ids[1:]]
+        assert forgotten == f"Error: process {ids[0]!r} not found"
+        assert [poll["status"] for poll in kept] == ["exited"] * 3
 
 
 async def _start_when_free(runtime: Runtime, session: str, command: str) -> str:

@@ -173,6 +173,8 @@ _TERM_GRACE: Final = 2.0  # seconds between SIGTERM and SIGKILL on stop
 _REAP_TIMEOUT: Final = 1.0  # seconds for supervisors to clear SIGKILLed trees, which die at once
 _ROOT_MODE: Final = 0o300  # the owner may create and enter directories; nobody may list them
 _SESSION_MODE: Final = 0o700
+KEPT_RECORDS = 256
+"""Commands a session remembers for poll_process; the oldest finished ones are forgotten."""
 _CWD_CAP: Final = 4096  # characters; longer paths do not resolve anyway (PATH_MAX)
 _REPORT_CAP: Final = 256  # bytes of an unfinished report line before a supervisor is not believed
 
@@ -639,8 +641,17 @@ class WorkspaceState:
         if entry.pid is None:
             raise _start_error(argv[0], entry.failure)
         process_id = self.new_id()
+        self._forget_oldest_finished()
         self.processes[process_id] = entry
         return process_id
+
+    def _forget_oldest_finished(self) -> None:
+        """Make room for one more record: a session's finished commands must not pile up."""
+        excess = len(self.processes) + 1 - KEPT_RECORDS
+        if excess > 0:
+            finished = [key for key, entry in self.processes.items() if entry not in self.live]
+            for key in finished[:excess]:  # oldest first: the dict keeps start order
+                del self.processes[key]
 
     def forget(self, entry: _Command) -> None:
         """A supervisor was reaped: it no longer counts against the limits."""
