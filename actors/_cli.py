@@ -228,6 +228,29 @@ def _add_transport_options(serve: argparse.ArgumentParser) -> None:
         help="largest JSON-RPC message accepted, a stdio line or an HTTP body; larger ones get "
         "an error and the server keeps serving (default 1048576)",
     )
+    group.add_argument(
+        "--max-sessions-per-token",
+        metavar="N",
+        type=_positive_int,
+        default=100,
+        help="open HTTP sessions one token may hold (all anonymous clients count as one); one "
+        "more gets HTTP 429 (default 100)",
+    )
+    group.add_argument(
+        "--session-idle-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=600.0,
+        help="an HTTP session with no request for this long is closed (default 600)",
+    )
+    group.add_argument(
+        "--max-in-flight",
+        metavar="N",
+        type=_positive_int,
+        default=32,
+        help="stdio requests read ahead of their replies; a client that stops reading stops "
+        "the server reading (default 32)",
+    )
 
 
 def _add_module_options(serve: argparse.ArgumentParser) -> None:
@@ -262,7 +285,23 @@ def _add_module_options(serve: argparse.ArgumentParser) -> None:
         "--workspace-root",
         metavar="DIR",
         type=Path,
-        help="where session directories go (default: a new temporary directory)",
+        help="the directory in which the workspace makes its private root of session "
+        "directories (default: the system's temporary directory)",
+    )
+    group.add_argument(
+        "--exec-max-processes",
+        metavar="N",
+        type=_positive_int,
+        default=64,
+        help="commands running at once across all sessions; each session runs at most 16 "
+        "(default 64)",
+    )
+    group.add_argument(
+        "--exec-file-cap",
+        metavar="BYTES",
+        type=_positive_int,
+        default=8 * 1024 * 1024,
+        help="the largest file a command may write, its output included (default 8388608)",
     )
 
 
@@ -390,6 +429,8 @@ def _serve(args: argparse.Namespace) -> int:
             allow_exec=args.allow_exec,
             exec_allow=None if args.exec_allow is None else tuple(args.exec_allow),
             workspace_root=args.workspace_root,
+            exec_max_processes=args.exec_max_processes,
+            exec_file_cap=args.exec_file_cap,
             runtime=RuntimeConfig(
                 ttl=args.ttl,
                 mailbox_size=args.mailbox_size,
@@ -404,6 +445,9 @@ def _serve(args: argparse.Namespace) -> int:
             allow_origins=tuple(args.allow_origin),
             insecure=args.insecure,
             unsafe_shared_exec=args.unsafe_shared_exec,
+            max_sessions_per_token=args.max_sessions_per_token,
+            session_idle_timeout=args.session_idle_timeout,
+            max_in_flight=args.max_in_flight,
             max_request_bytes=args.max_request_bytes,
         )
         options.check()

@@ -50,19 +50,23 @@ import hypercorn.config
 import hypercorn.trio
 import trio
 from mcp import types
-from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
-from starlette.datastructures import Headers
-from starlette.requests import HTTPConnection, Request
-from starlette.responses import Response
+from starlette.requests import Request
 
+from ._http import (
+    DEFAULT_MAX_SESSIONS_PER_TOKEN,
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    Gate,
+    RefusalLog,
+    SessionTable,
+)
 from ._mcp import Caller, McpAdapter
 from ._runtime import RuntimeConfig, open_runtime
-from ._stdio import serve_stdio
+from ._stdio import DEFAULT_MAX_IN_FLIGHT, serve_stdio
 from .modules import content_store, planning, playbook_store, workspace
 
 if TYPE_CHECKING:
@@ -71,7 +75,6 @@ if TYPE_CHECKING:
 
     from hypercorn.typing import ASGIFramework
     from mcp.server.context import ServerRequestContext
-    from starlette.types import ASGIApp, Receive, Scope, Send
 
     from ._module import ToolModule
     from ._runtime import Runtime
@@ -129,7 +132,11 @@ class ServeOptions:
     exec_allow: tuple[str, ...] | None = None
     """Program names the workspace may start; ``None`` allows any."""
     workspace_root: Path | None = None
-    """Where session directories go; a fresh temporary directory when ``None``."""
+    """Where the workspace makes its private root; the system's temporary directory if None."""
+    exec_max_processes: int = 64
+    """Commands the workspace runs at once, across all sessions."""
+    exec_file_cap: int = 8 * 1024 * 1024
+    """The largest file a workspace command may write, in bytes."""
     runtime: RuntimeConfig = attrs.field(factory=RuntimeConfig)
     """TTL, mailbox size, actor cap, call timeout, grace, context policy."""
     http: tuple[str, int] | None = None
@@ -144,6 +151,12 @@ class ServeOptions:
     """The largest JSON-RPC message accepted: a stdio line or an HTTP body."""
     unsafe_shared_exec: bool = False
     """Allow the workspace on an HTTP server whose clients are not all trusted gateways."""
+    max_sessions_per_token: int = DEFAULT_MAX_SESSIONS_PER_TOKEN
+    """Open HTTP sessions one token (or all anonymous clients together) may hold."""
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
+    """Seconds after which an HTTP session with no request in flight is closed."""
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    """Stdio requests read ahead of their replies; past it, no more are read."""
 
     def check(self) -> None:
         """Raise ConfigurationError for options that contradict each other or are unsafe."""
@@ -164,8 +177,18 @@ class ServeOptions:
             if exec_only:
                 msg = f"{', '.join(exec_only)} needs --allow-exec: the workspace runs programs"
                 raise ConfigurationError(msg)
-        if self.max_request_bytes < 1:
-            msg = f"--max-request-bytes must be at least 1, got {self.max_request_bytes}"
+        else:
+            self._check_workspace()
+        for flag, value in (
+            ("--max-request-bytes", self.max_request_bytes),
+            ("--max-sessions-per-token", self.max_sessions_per_token),
+            ("--max-in-flight", self.max_in_flight),
+        ):
+            if value < 1:
+                msg = f"{flag} must be at least 1, got {value}"
+                raise ConfigurationError(msg)
+        if not self.session_idle_timeout > 0:
+            msg = f"--session-idle-timeout must be positive, got {self.session_idle_timeout}"
             raise ConfigurationError(msg)
         if self.http is None:
             if self.tokens or self.allow_origins or self.insecure:
@@ -180,6 +203,22 @@ class ServeOptions:
             )
             raise ConfigurationError(msg)
         self._check_shared_exec()
+
+    def _check_workspace(self) -> None:
+        """Build the workspace once, so that an allowed program not on PATH is refused now."""
+        try:
+            self.workspace_module()
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(str(exc)) from None
+
+    def workspace_module(self) -> ToolModule[Any]:
+        """The ``workspace`` module these options describe (it makes nothing on disk yet)."""
+        return workspace(
+            root=self.workspace_root,
+            allow=self.exec_allow,
+            file_cap=self.exec_file_cap,
+            max_processes_total=self.exec_max_processes,
+        )
 
     def _check_shared_exec(self) -> None:
         """Refuse the workspace where a client that is not a trusted gateway could reach it.
@@ -235,9 +274,7 @@ def build_modules(options: ServeOptions) -> list[ToolModule[Any]]:
         "content_store": content_store,
     }
     return [
-        workspace(root=options.workspace_root, allow=options.exec_allow)
-        if name == "workspace"
-        else ready[name]
+        options.workspace_module() if name == "workspace" else ready[name]
         for name in options.enabled
     ]
 
@@ -310,7 +347,13 @@ async def serve(options: ServeOptions) -> None:
                 watchers.start_soon(_drain, shutdown, adapter, grace, stop)
                 with shutdown.hurry:
                     if options.http is None:
-                        await serve_stdio(adapter, options.max_request_bytes, stop, eof_grace=grace)
+                        await serve_stdio(
+                            adapter,
+                            options.max_request_bytes,
+                            stop,
+                            eof_grace=grace,
+                            max_in_flight=options.max_in_flight,
+                        )
                     else:
                         await _serve_http(adapter, options, stop)
                 logger.info("transport stopped; stopping actors")
@@ -386,76 +429,6 @@ def origin_allowed(origin: str, extra: frozenset[str]) -> bool:
     )
 
 
-def _error_response(
-    status: int, message: str, headers: Mapping[str, str] | None = None
-) -> Response:
-    """An HTTP error whose body is a JSON-RPC error, which the SDK's client surfaces as is."""
-    body = types.JSONRPCError(
-        jsonrpc="2.0", id=None, error=types.ErrorData(code=types.INVALID_REQUEST, message=message)
-    )
-    return Response(
-        body.model_dump_json(by_alias=True, exclude_unset=True),
-        status_code=status,
-        media_type="application/json",
-        headers=headers,
-    )
-
-
-@final
-class _Gate:
-    """ASGI middleware in front of the SDK's app: Origin (403), bearer token (401), size (413)."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        allow_origins: frozenset[str],
-        tokens: _StaticTokens | None,
-        max_body: int,
-    ) -> None:
-        # AuthContextMiddleware exposes the token to the SDK (get_access_token).
-        self._app = AuthContextMiddleware(app)
-        self._allow_origins = allow_origins
-        self._backend = None if tokens is None else BearerAuthBackend(tokens)
-        self._max_body = max_body
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":  # lifespan events go straight through
-            await self._app(scope, receive, send)
-            return
-        refusal = await self._refusal(scope)
-        if refusal is not None:
-            await refusal(scope, receive, send)
-            return
-        await self._app(scope, receive, send)
-
-    async def _refusal(self, scope: Scope) -> Response | None:
-        headers = Headers(scope=scope)
-        origin = headers.get("origin")
-        if origin is not None and not origin_allowed(origin, self._allow_origins):
-            logger.warning("http: refused origin %r", origin)
-            message = (
-                f"origin {origin!r} is not allowed; loopback origins are, "
-                "and the operator can allow others with --allow-origin"
-            )
-            return _error_response(403, message)
-        if self._backend is not None:
-            verdict = await self._backend.authenticate(HTTPConnection(scope))
-            if verdict is None:
-                logger.warning("http: refused a request without a valid bearer token")
-                message = "a valid bearer token is required: send 'Authorization: Bearer <token>'"
-                return _error_response(401, message, {"WWW-Authenticate": 'Bearer realm="mcp"'})
-            scope["auth"], scope["user"] = verdict
-        length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self._max_body:
-            message = (
-                f"the request body is {length} bytes; this server accepts at most "
-                f"{self._max_body} bytes (--max-request-bytes)"
-            )
-            return _error_response(413, message)
-        return None
-
-
 def _transport_security(host: str, allow_origins: frozenset[str]) -> TransportSecuritySettings:
     """The SDK's DNS-rebinding protection: Host (and Origin) checks for a loopback bind."""
     if not is_loopback(host):
@@ -468,20 +441,34 @@ def _transport_security(host: str, allow_origins: frozenset[str]) -> TransportSe
     )
 
 
-def http_app(adapter: McpAdapter, options: ServeOptions) -> ASGIApp:
-    """The ASGI app: the SDK's Streamable HTTP app at `MCP_PATH`, behind the gate."""
+def http_app(
+    adapter: McpAdapter, options: ServeOptions, refusals: RefusalLog | None = None
+) -> Gate:
+    """The ASGI app: the SDK's Streamable HTTP app at `MCP_PATH`, behind the gate.
+
+    Each token, and every anonymous client together, may hold
+    ``options.max_sessions_per_token`` open sessions; a session with no request
+    in flight for ``options.session_idle_timeout`` seconds is closed. The SDK's
+    own cap on all sessions (10 000) stays as the bound on the whole table.
+    """
     assert options.http is not None
     host = options.http[0]
     allow_origins = frozenset(options.allow_origins)
+    sessions = SessionTable(options.max_sessions_per_token, options.session_idle_timeout)
     app = adapter.server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         max_request_body_size=options.max_request_bytes,
+        session_idle_timeout=options.session_idle_timeout,
         transport_security=_transport_security(host, allow_origins),
         host=host,
     )
-    tokens = _StaticTokens(options.tokens) if options.tokens else None
-    return _Gate(
-        app, allow_origins=allow_origins, tokens=tokens, max_body=options.max_request_bytes
+    return Gate(
+        app,
+        origin_allowed=functools.partial(origin_allowed, extra=allow_origins),
+        tokens=_StaticTokens(options.tokens) if options.tokens else None,
+        max_body=options.max_request_bytes,
+        sessions=sessions,
+        refusals=RefusalLog() if refusals is None else refusals,
     )
 
 
@@ -506,14 +493,18 @@ async def _serve_http(adapter: McpAdapter, options: ServeOptions, stop: trio.Eve
     config.bind = [_bind(host, port)]
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = _HTTP_CLOSE_GRACE
-    app = http_app(adapter, options)
-    async with trio.open_nursery() as nursery:
-        # Starlette's and hypercorn's ASGI type hints describe the same protocol differently.
-        framework = cast("ASGIFramework", app)
-        serve_app = functools.partial(
-            hypercorn.trio.serve, framework, config, shutdown_trigger=stop.wait
-        )
-        binds: list[str] = await nursery.start(serve_app)
-        for bind in binds:
-            # Not a log record: tests and scripts parse this line, whatever the log level.
-            print(f"mcp-actors: listening on {bind}{MCP_PATH}", file=sys.stderr, flush=True)
+    refusals = RefusalLog()
+    app = http_app(adapter, options, refusals)
+    try:
+        async with trio.open_nursery() as nursery:
+            # Starlette's and hypercorn's ASGI type hints describe the same protocol differently.
+            framework = cast("ASGIFramework", app)
+            serve_app = functools.partial(
+                hypercorn.trio.serve, framework, config, shutdown_trigger=stop.wait
+            )
+            binds: list[str] = await nursery.start(serve_app)
+            for bind in binds:
+                # Not a log record: tests and scripts parse this line, whatever the log level.
+                print(f"mcp-actors: listening on {bind}{MCP_PATH}", file=sys.stderr, flush=True)
+    finally:
+        refusals.flush()

@@ -6,9 +6,19 @@ ends it reads and writes, and guards what goes through them.
 * **stdin** is read here rather than by the SDK: a line longer than
   ``max_request_bytes`` must be refused without being held in memory, and a
   read blocked on an idle stdin must be cancellable, or a signal could not
-  stop the server. Lines the SDK cannot parse, and the oversized ones, are
-  answered with a JSON-RPC error (the SDK would drop them silently) and the
-  server keeps serving.
+  stop the server. Lines the SDK cannot parse or would run as something
+  else (a request with an id like ``1.5`` or ``true`` becomes a
+  notification), and the oversized ones, are answered with a JSON-RPC error
+  carrying the request's id whenever it can be read (`actors._jsonrpc` has
+  the rules, and how batches are answered); the server keeps serving.
+* **Backpressure.** At most ``max_in_flight`` requests are between being
+  read and having their reply taken by the writer; at that bound no further
+  line is read. A client that stops reading its replies therefore fills its
+  own pipe to the server instead of the server's memory. The price: while
+  at the bound, nothing behind the waiting requests is read either, a
+  ``notifications/cancelled`` included (the call timeout still ends slow
+  calls). None of our tools sends the client a request of its own, so a
+  request in flight never waits for something the client has yet to send.
 * **Pipes without threads.** When stdin and stdout are pipes or sockets and
   stderr is another file — as under every MCP client — trio reads and writes
   them directly (`trio.lowlevel.FdStream`). The SDK's default, and the
@@ -46,28 +56,32 @@ from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import anyio
 import attrs
+import pydantic_core
 import trio
 from mcp import types
 from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
-from pydantic import ValidationError
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
+
+from ._jsonrpc import Accept, Answer, BatchReply, Ignore, Reply, plan_batch, screen
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
     from types import TracebackType
     from typing import Self
 
+    import pydantic
     from mcp.shared._stream_protocols import ReadStream, WriteStream
 
     from ._mcp import McpAdapter
 
-__all__ = ["leading_request_id", "owns_pipes", "serve_stdio"]
+__all__ = ["DEFAULT_MAX_IN_FLIGHT", "leading_request_id", "owns_pipes", "serve_stdio"]
 
 logger = logging.getLogger("actors.serve")
 
 _READ_CHUNK: Final = 64 * 1024
-_CANCELLED: Final = "notifications/cancelled"
 _ID_SCAN_BYTES: Final = 4096  # how much of an oversized line is kept to find its id
+DEFAULT_MAX_IN_FLIGHT: Final = 32
+"""Requests read and not yet answered before the server stops reading stdin."""
 
 
 async def _cancel_when(event: trio.Event, scope: trio.CancelScope) -> None:
@@ -194,6 +208,13 @@ class _StdinLines:
         self._ready: deque[bytes | _Oversized] = deque()
         self._eof = False
         self.marker: Final = f"mcp-actors/oversized-{secrets.token_hex(8)}"
+        self.handed: Final[deque[str]] = deque()
+        """The lines handed out whose message has not been received yet, oldest first.
+
+        ``stdio_server`` turns each line into exactly one item, in order, so
+        `_GuardedReadStream` takes the line of each item from here: the SDK's
+        item alone cannot tell a bad id from no id.
+        """
 
     def __aiter__(self) -> Self:
         return self
@@ -206,6 +227,7 @@ class _StdinLines:
                 await self._read()
             text = self._text(self._ready.popleft())
             if text is not None:
+                self.handed.append(text)
                 return text
 
     async def _read(self) -> None:
@@ -225,63 +247,22 @@ class _StdinLines:
         return text if text.strip() else None
 
 
-def _parse_error(error: Exception) -> types.ErrorData:
-    """The JSON-RPC error for a line the SDK could not turn into a message."""
-    if isinstance(error, ValidationError):
-        for detail in error.errors(include_url=False, include_input=False):
-            if detail["type"] == "json_invalid":
-                return types.ErrorData(
-                    code=types.PARSE_ERROR, message=f"Parse error: {detail['msg']}"
-                )
-    message = (
-        "Invalid Request: the line is JSON but not a JSON-RPC 2.0 request, notification or response"
-    )
-    return types.ErrorData(code=types.INVALID_REQUEST, message=message)
-
-
-def _oversized_error(params: Mapping[str, Any]) -> tuple[types.RequestId | None, types.ErrorData]:
+def _oversized_error(params: Mapping[str, Any]) -> Reply:
     message = (
         f"Invalid Request: the message is {params['size']} bytes; this server accepts at most "
         f"{params['limit']} bytes per message (--max-request-bytes)"
     )
-    return params["id"], types.ErrorData(code=types.INVALID_REQUEST, message=message)
+    return Reply.of(params["id"], types.INVALID_REQUEST, message)
 
 
-@final
-class _Unanswered:
-    """The ids of the requests read so far that have no response on the way yet."""
+def _as_message(reply: pydantic.BaseModel) -> types.JSONRPCMessage:
+    """One of our replies, as the SDK's writer takes it.
 
-    def __init__(self) -> None:
-        self._ids: set[types.RequestId] = set()
-        self._none_left = trio.Event()
-        self._none_left.set()
-
-    def read(self, message: types.JSONRPCMessage) -> None:
-        """Note a message from the client: a request to answer, or a cancellation."""
-        if isinstance(message, types.JSONRPCRequest):
-            if not self._ids:
-                self._none_left = trio.Event()
-            self._ids.add(message.id)
-        elif isinstance(message, types.JSONRPCNotification) and message.method == _CANCELLED:
-            # A cancelled request gets no response (MCP); stop waiting for one.
-            self._settle((message.params or {}).get("requestId"))
-
-    def written(self, message: types.JSONRPCMessage) -> None:
-        """Note a message handed to the writer: a response settles its request."""
-        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            self._settle(message.id)
-
-    def _settle(self, request_id: object) -> None:
-        self._ids.discard(request_id)
-        if not self._ids:
-            self._none_left.set()
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    async def wait_all(self) -> None:
-        """Return once every request read has its response on the way."""
-        await self._none_left.wait()
+    The writer only serializes what it is given (``model_dump_json``); our
+    replies are pydantic models of their own because they may carry what the
+    SDK's cannot: an id like ``1.5``, or a batch's array.
+    """
+    return cast("types.JSONRPCMessage", reply)
 
 
 class _ClosedOnExit(abc.ABC):
@@ -304,31 +285,167 @@ class _ClosedOnExit(abc.ABC):
 
 
 @final
-class _AnsweringWriteStream(_ClosedOnExit):
-    """The SDK's write stream, telling `_Unanswered` about every response it carries."""
+class _OpenBatch:
+    """The replies to one batch, held until every request in it has settled."""
 
-    def __init__(self, inner: WriteStream[SessionMessage], unanswered: _Unanswered) -> None:
+    def __init__(self, answers: Sequence[Reply], requests: int) -> None:
+        self.replies: list[pydantic.BaseModel] = list(answers)
+        self.requests: Final = requests
+        """How many of its requests were handed to the SDK (each holds a slot until the end)."""
+        self.pending = requests
+        """How many of those have not settled yet."""
+
+
+_Owner = _OpenBatch | None
+"""Who waits for a request's reply: a batch, or (``None``) the client directly."""
+
+
+@final
+class _Exchange(_ClosedOnExit):
+    """The SDK's write stream, and the requests in flight between reading and replying.
+
+    A request is in flight from the moment it is handed to the SDK until its
+    reply has been taken by the writer, or the SDK has settled it without one
+    (a cancelled request). The read side reads no new line while `limit`
+    requests are in flight: replies that wait for a client who does not read
+    stay bounded in number, and the client's writes block instead.
+
+    The SDK runs every request in a task of its own and answers each with
+    the id it came with; requests may share an id, so each id keeps the queue
+    of the owners waiting for it, oldest first.
+    """
+
+    def __init__(self, inner: WriteStream[SessionMessage], limit: int) -> None:
         self._inner = inner
-        self._unanswered = unanswered
+        self.limit: Final = limit
+        self._owners: dict[types.RequestId, deque[_Owner]] = {}
+        self._in_flight = 0
+        self._settled = trio.Event()
+        self._initialize_id: types.RequestId | None = None
+        self.version: str | None = None
+        """The protocol version the ``initialize`` handshake negotiated, once it has."""
+
+    def __len__(self) -> int:
+        return self._in_flight
+
+    def track(self, message: types.JSONRPCMessage, owner: _Owner) -> SessionMessage:
+        """`message`, about to be handed to the SDK; a request now counts as in flight."""
+        if not isinstance(message, types.JSONRPCRequest):
+            return SessionMessage(message)
+        request_id = message.id
+        self._owners.setdefault(request_id, deque()).append(owner)
+        self._in_flight += 1
+        if message.method == "initialize" and owner is None:
+            self._initialize_id = request_id
+
+        async def unanswered() -> None:
+            if self._forget(request_id, owner):
+                await self._settle(owner)
+
+        # The SDK runs this hook when it settles the request without a reply (cancelled).
+        return SessionMessage(message, ServerMessageMetadata(on_request_unanswered=unanswered))
+
+    async def room(self) -> None:
+        """Return once fewer than `limit` requests are in flight."""
+        while self._in_flight >= self.limit:
+            await self._settled.wait()
+
+    async def wait_all(self) -> None:
+        """Return once no request is in flight."""
+        while self._in_flight:
+            await self._settled.wait()
 
     async def send(self, item: SessionMessage, /) -> None:
-        """Pass `item` to the writer; once it has taken it, the request is answered."""
-        await self._inner.send(item)
-        self._unanswered.written(item.message)
+        """Pass a message of the SDK's on to the writer, or hold a reply for its batch."""
+        message = item.message
+        if (
+            not isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
+            or message.id is None
+        ):
+            await self._inner.send(item)
+            return
+        owners = self._owners.get(message.id)
+        if not owners:  # not a request we track (nothing else replies with an id)
+            await self._inner.send(item)
+            return
+        owner = owners.popleft()
+        if not owners:
+            del self._owners[message.id]
+        if owner is not None:
+            owner.replies.append(message)
+        else:
+            self._note_version(message)
+            await self._pass_on(item)
+        await self._settle(owner)
+
+    async def reply(self, reply: pydantic.BaseModel) -> None:
+        """Send one of our own replies; an error here means the connection is going away."""
+        try:
+            await self._inner.send(SessionMessage(_as_message(reply)))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            logger.debug("stdio: the connection closed before a reply could be sent")
 
     async def aclose(self) -> None:
         """Close the SDK's stream."""
         await self._inner.aclose()
 
+    async def _pass_on(self, item: SessionMessage) -> None:
+        try:
+            await self._inner.send(item)
+        finally:
+            # Taken by the writer, or never will be: either way it no longer waits here.
+            self._release(1)
+
+    async def _settle(self, owner: _Owner) -> None:
+        """One request of `owner` settled; a batch whose last one it was is sent."""
+        if owner is None:
+            return  # `_pass_on` or `_forget` released its slot
+        owner.pending -= 1
+        if owner.pending:
+            return
+        try:
+            if owner.replies:
+                await self.reply(BatchReply.of(owner.replies))
+        finally:
+            self._release(owner.requests)
+
+    def _forget(self, request_id: types.RequestId, owner: _Owner) -> bool:
+        """Stop waiting for a reply to a request of `owner`; whether one was awaited."""
+        owners = self._owners.get(request_id)
+        if owners is None or owner not in owners:
+            return False
+        owners.remove(owner)
+        if not owners:
+            del self._owners[request_id]
+        if owner is None:
+            self._release(1)
+        return True
+
+    def _release(self, count: int) -> None:
+        self._in_flight -= count
+        self._settled.set()
+        self._settled = trio.Event()
+
+    def _note_version(self, message: types.JSONRPCResponse | types.JSONRPCError) -> None:
+        if message.id != self._initialize_id:
+            return
+        self._initialize_id = None  # a later request may reuse the id
+        if isinstance(message, types.JSONRPCResponse):
+            version = message.result.get("protocolVersion")
+            self.version = version if isinstance(version, str) else None
+
 
 @final
 class _GuardedReadStream(_ClosedOnExit):
-    """The SDK's stdio read stream, with bad lines answered here instead of dropped.
+    """The SDK's stdio read stream, with what the SDK cannot take answered here.
 
     ``stdio_server`` passes a line it cannot parse on as an exception, which
-    the SDK's dispatcher only logs; a client waiting for its reply would wait
-    forever. This stream answers each such line, and each oversized one, with
-    a JSON-RPC error on the write stream, and passes every other item on.
+    the SDK's dispatcher only logs, and turns a request with an unusable id
+    into a notification; a client waiting for its reply would wait forever.
+    This stream answers each such line (`actors._jsonrpc` has the rules),
+    each oversized one, and splits batches; every other message goes on.
+
+    No new line is read while the `_Exchange` is full (backpressure).
 
     At EOF it holds the end back until every request read has its response
     on the way (at most `eof_grace` seconds): the SDK cancels the calls in
@@ -339,53 +456,96 @@ class _GuardedReadStream(_ClosedOnExit):
     def __init__(
         self,
         inner: ReadStream[SessionMessage | Exception],
-        replies: WriteStream[SessionMessage],
-        marker: str,
-        unanswered: _Unanswered,
+        lines: _StdinLines,
+        exchange: _Exchange,
         eof_grace: float,
     ) -> None:
         self._inner = inner
-        self._replies = replies
-        self._marker = marker
-        self._unanswered = unanswered
+        self._lines = lines
+        self._exchange = exchange
         self._eof_grace = eof_grace
+        self._batch: deque[tuple[types.JSONRPCMessage, _Owner]] = deque()
+        """A batch's messages, not yet handed to the SDK."""
 
     @property
     def last_context(self) -> object:
         """The sender's context of the last item, which the SDK's dispatcher restores."""
         return getattr(self._inner, "last_context", None)
 
-    async def receive(self) -> SessionMessage | Exception:
+    async def receive(self) -> SessionMessage:
         """The next message the SDK should handle."""
         while True:
+            await self._exchange.room()
+            if self._batch:
+                queued, batch = self._batch.popleft()
+                return self._exchange.track(queued, batch)
             try:
                 item = await self._inner.receive()
             except anyio.EndOfStream:
-                with trio.move_on_after(self._eof_grace) as waited:
-                    await self._unanswered.wait_all()
-                if waited.cancelled_caught:
-                    logger.warning(
-                        "stdin closed; %d call(s) got no reply in time", len(self._unanswered)
-                    )
+                await self._drain()
                 raise
-            if isinstance(item, Exception):
-                await self._answer(None, _parse_error(item))
-            elif (
-                isinstance(item.message, types.JSONRPCNotification)
-                and item.message.method == self._marker
-            ):
-                await self._answer(*_oversized_error(item.message.params or {}))
-            else:
-                self._unanswered.read(item.message)
-                return item
+            line = self._lines.handed.popleft()
+            message = await self._screened(item, line)
+            if message is not None:
+                return self._exchange.track(message, None)
 
-    async def _answer(self, request_id: types.RequestId | None, error: types.ErrorData) -> None:
-        logger.warning("stdio: refused a message: %s", error.message)
-        reply = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+    async def _screened(
+        self, item: SessionMessage | Exception, line: str
+    ) -> types.JSONRPCMessage | None:
+        """`item`'s message if the SDK may have it; otherwise answer (or drop) it here."""
+        if isinstance(item, SessionMessage):
+            message = item.message
+            if not isinstance(message, types.JSONRPCNotification):
+                return message
+            if message.method == self._lines.marker:
+                await self._refuse(_oversized_error(message.params or {}))
+                return None
+            if '"id"' not in line and "\\u" not in line:
+                return message  # no id, not even an escaped one: no need to parse it again
         try:
-            await self._replies.send(SessionMessage(reply))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            logger.debug("stdio: the connection closed before the error could be sent")
+            value = pydantic_core.from_json(line)
+        except ValueError as error:
+            await self._refuse(
+                Reply.of(None, types.PARSE_ERROR, f"Parse error: Invalid JSON: {error}")
+            )
+            return None
+        if isinstance(value, list):
+            await self._split(value)
+            return None
+        match screen(value):
+            case Accept(message):
+                return message
+            case Answer(reply):
+                await self._refuse(reply)
+            case Ignore(problem):
+                logger.warning("stdio: dropped a notification: %s", problem)
+        return None
+
+    async def _split(self, elements: list[Any]) -> None:
+        """Queue a batch's messages for the SDK, or answer it at once (`actors._jsonrpc`)."""
+        plan = plan_batch(elements, self._exchange.version, self._exchange.limit)
+        if plan.whole is not None:
+            await self._refuse(plan.whole)
+            return
+        for problem in plan.ignored:
+            logger.warning("stdio: dropped a notification in a batch: %s", problem)
+        requests = sum(isinstance(m, types.JSONRPCRequest) for m in plan.dispatch)
+        batch = _OpenBatch(plan.answers, requests) if requests else None
+        if batch is None and plan.answers:
+            # Nothing to wait for: the errors go back at once.
+            logger.warning("stdio: refused a batch: %s", plan.answers[0].error.message)
+            await self._exchange.reply(BatchReply.of(plan.answers))
+        self._batch.extend((message, batch) for message in plan.dispatch)
+
+    async def _refuse(self, reply: Reply) -> None:
+        logger.warning("stdio: refused a message: %s", reply.error.message)
+        await self._exchange.reply(reply)
+
+    async def _drain(self) -> None:
+        with trio.move_on_after(self._eof_grace) as waited:
+            await self._exchange.wait_all()
+        if waited.cancelled_caught:
+            logger.warning("stdin closed; %d call(s) got no reply in time", len(self._exchange))
 
     async def aclose(self) -> None:
         """Close the SDK's stream."""
@@ -394,7 +554,7 @@ class _GuardedReadStream(_ClosedOnExit):
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> SessionMessage | Exception:
+    async def __anext__(self) -> SessionMessage:
         try:
             return await self.receive()
         except anyio.EndOfStream:
@@ -521,12 +681,22 @@ async def _threaded_ends(limit: int) -> AsyncIterator[tuple[_StdinLines, None]]:
 
 
 async def serve_stdio(
-    adapter: McpAdapter, max_request_bytes: int, stop: trio.Event, *, eof_grace: float = 10.0
+    adapter: McpAdapter,
+    max_request_bytes: int,
+    stop: trio.Event,
+    *,
+    eof_grace: float = 10.0,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
 ) -> None:
     """Serve one connection on stdin/stdout until EOF, `stop`, or the client closing stdout.
 
-    At EOF the calls in flight still get their replies, for up to `eof_grace` seconds.
+    At EOF the calls in flight still get their replies, for up to `eof_grace`
+    seconds. With `max_in_flight` requests read and not yet answered, no more
+    is read until one is (see `_Exchange`).
     """
+    if max_in_flight < 1:
+        msg = f"max_in_flight must be at least 1, got {max_in_flight}"
+        raise ValueError(msg)
     direct = owns_pipes()
     ends = _trio_ends if direct else _threaded_ends
     server = adapter.server
@@ -542,10 +712,9 @@ async def serve_stdio(
                 stdout=cast("anyio.AsyncFile[str]", wire),
             ) as (read, write):
                 try:
-                    unanswered = _Unanswered()
-                    guarded = _GuardedReadStream(read, write, lines.marker, unanswered, eof_grace)
-                    answering = _AnsweringWriteStream(write, unanswered)
-                    await server.run(guarded, answering, server.create_initialization_options())
+                    exchange = _Exchange(write, max_in_flight)
+                    guarded = _GuardedReadStream(read, lines, exchange, eof_grace)
+                    await server.run(guarded, exchange, server.create_initialization_options())
                 finally:
                     _flush_stray_output()
         except* BrokenPipeError:

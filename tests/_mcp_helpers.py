@@ -23,7 +23,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from protocol import SERVICE_INFO_META_KEY
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping
+    from collections.abc import AsyncIterator, Mapping, Sequence
     from typing import IO
 
     from mcp import types
@@ -130,7 +130,13 @@ class RawServer:
         await self.process.stdin.send_all(line + b"\n")
 
     async def receive(self) -> dict[str, Any]:
-        """The next line the server writes, parsed."""
+        """The next line the server writes, parsed: one message."""
+        message = await self.receive_json()
+        assert isinstance(message, dict), message
+        return message
+
+    async def receive_json(self) -> Any:
+        """The next line the server writes, parsed: a message, or a batch's array."""
         assert self.process.stdout is not None
         with trio.fail_after(10):
             while b"\n" not in self._buffer:
@@ -140,8 +146,7 @@ class RawServer:
                     raise AssertionError(msg)
                 self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
-        message: dict[str, Any] = json.loads(line)
-        return message
+        return json.loads(line)
 
     async def request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Send a request and return its response."""
@@ -155,16 +160,17 @@ class RawServer:
         """A tools/call; returns the JSON-RPC response."""
         return await self.request("tools/call", {"name": name, "arguments": arguments})
 
-    async def initialize(self) -> None:
-        """The legacy handshake."""
-        await self.request(
+    async def initialize(self, version: str = "2025-11-25") -> None:
+        """The legacy handshake, asking for protocol `version`."""
+        response = await self.request(
             "initialize",
             {
-                "protocolVersion": "2025-11-25",
+                "protocolVersion": version,
                 "capabilities": {},
                 "clientInfo": {"name": "raw-test", "version": "0"},
             },
         )
+        assert response["result"]["protocolVersion"] == version, response
         await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     async def close_stdin(self) -> None:
@@ -191,11 +197,11 @@ async def _stop(process: trio.Process) -> None:
 
 
 @asynccontextmanager
-async def raw_server(*args: str) -> AsyncIterator[RawServer]:
-    """A stdio server driven by hand; killed and reaped when the block ends."""
+async def raw_server(*args: str, command: Sequence[str] = SERVE) -> AsyncIterator[RawServer]:
+    """A stdio server (``command ARGS``) driven by hand; killed and reaped when the block ends."""
     with tempfile.TemporaryFile() as file:
         process = await trio.lowlevel.open_process(
-            [*SERVE, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=file
+            [*command, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=file
         )
         try:
             yield RawServer(process, LogFile(file))

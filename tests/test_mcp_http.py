@@ -23,7 +23,7 @@ pytestmark = [
     pytest.mark.filterwarnings(r"ignore:Async generator 'httpcore2\.:ResourceWarning"),
 ]
 ERAS = pytest.mark.parametrize("era", ["legacy", "modern"])
-ALPHA, BETA, GATEWAY = "alpha-token-5f1c", "beta-token-9e2d", "gateway-token-77aa"
+ALPHA, BETA, GATEWAY = "alpha-token-5f1c", "beta-token-9e2d0", "gateway-token-77aa"
 TOKENS = ("--token", f"{ALPHA}=alpha", "--token", f"{BETA}=beta", "--token", GATEWAY)
 
 

@@ -8,13 +8,16 @@ output of a handler never reaches the wire.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -279,3 +282,64 @@ async def test_a_client_that_stops_reading_cannot_hold_off_sigterm() -> None:
         server.process.send_signal(signal.SIGTERM)
         with trio.fail_after(15):
             assert await server.process.wait() == 0
+
+
+def rss_bytes(pid: int) -> int:
+    """The resident set size of process `pid`."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    kib = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))
+    return int(kib) * 1024
+
+
+def cpu_ticks(pid: int) -> int:
+    """The CPU time process `pid` has used so far, in clock ticks."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime and stime
+
+
+async def until_idle(pid: int) -> None:
+    """Return once process `pid` has used no CPU for a few polls in a row."""
+    with trio.fail_after(120):
+        last, still = cpu_ticks(pid), 0
+        while still < 4:
+            await trio.sleep(0.25)
+            now = cpu_ticks(pid)
+            still = still + 1 if now == last else 0
+            last = now
+
+
+def unread_bytes(stream: Any) -> int:
+    """How many bytes written to a pipe have not been read from it yet."""
+    raw = fcntl.ioctl(stream.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    return int(struct.unpack("i", raw)[0])
+
+
+async def test_a_client_that_never_reads_cannot_grow_the_server() -> None:
+    """Large replies nobody reads: the server stops reading requests instead of holding them all.
+
+    250 requests for a 900 kB document would hold about 225 MB of replies; the
+    server reads only as many as it may have in flight and leaves the rest in
+    the pipe (the pings behind them make sure there is more than one read's
+    worth), so the client's writes block instead.
+    """
+    document = ("x" * 99 + "\n") * 9000
+    async with raw_server() as server, trio.open_nursery() as nursery:
+        await server.initialize()
+        session = {"__sessionId": "s"}
+        added = await server.call(
+            "content_store__add_content", {"filename": "big", "content": document, **session}
+        )
+        read = {"id": added["result"]["structuredContent"]["id"], **session}
+        warm = await server.call("content_store__read_content", read)
+        assert len(warm["result"]["structuredContent"]["content"]) == len(document) - 1
+        pid = server.process.pid
+        baseline = rss_bytes(pid)
+        reads = [tools_call(1000 + n, "content_store__read_content", read) for n in range(250)]
+        pings = [{"jsonrpc": "2.0", "id": 2000 + n, "method": "ping"} for n in range(2000)]
+        nursery.start_soon(server.send, wire(*reads, *pings).rstrip(b"\n"))
+        await until_idle(pid)
+        grown = rss_bytes(pid) - baseline
+        unread = unread_bytes(server.process.stdin)
+        nursery.cancel_scope.cancel()  # the write that cannot finish
+    assert unread > 0, "the server read every request although nobody reads its replies"
+    assert grown < 120 * 1024 * 1024, f"the server grew by {grown / 2**20:.0f} MiB"

@@ -1,0 +1,632 @@
+"""The ASGI gate in front of the SDK's Streamable HTTP app: what reaches it, and how often.
+
+For each HTTP request, in order:
+
+1. **Origin** (403), **bearer token** (401) and **declared body size** (413)
+   are checked from the headers alone.
+2. A POST body is read whole, at most ``max_body`` bytes (413 beyond, also
+   for chunked bodies), and screened by `actors._jsonrpc`: what the SDK
+   would drop or answer without the request's id is answered here, with it
+   (400); a batch is split into single messages for the SDK and answered as
+   one array (on a session that negotiated 2025-03-26) or refused request by
+   request (any other version).
+3. A request that may open a session is refused (429) once its **principal**
+   — the token, or every anonymous client together — holds
+   ``max_sessions_per_token`` open sessions; `SessionTable` says which are.
+4. Everything else goes to the SDK unchanged: the body it gets is the one
+   read here, replayed.
+
+Refusals
+--------
+Each refusal is a JSON-RPC error in the body, which the SDK's client
+surfaces as is. They are logged through `RefusalLog`: the first of a kind at
+once, later ones counted and summarized at most once per interval, so that a
+flood of unauthenticated requests cannot fill the log.
+
+A refusal sent while the client is still uploading its body races with
+hypercorn: when the client hangs up after reading the answer, hypercorn
+closes the connection from its reading task without the lock its sending
+task holds, and the last write of the answer fails with
+``trio.BusyResourceError``, which hypercorn logs as an ERROR with a
+traceback. The answer had gone out; the gate takes that error as the client
+having left, never as a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any, Final, final
+
+import attrs
+import pydantic_core
+import trio
+from mcp import types
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from starlette.datastructures import Headers
+from starlette.requests import HTTPConnection
+from starlette.responses import Response
+
+from ._jsonrpc import Accept, Answer, BatchReply, Ignore, Reply, plan_batch, screen
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    import pydantic
+    from mcp.server.auth.provider import TokenVerifier
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = [
+    "DEFAULT_MAX_SESSIONS_PER_TOKEN",
+    "DEFAULT_SESSION_IDLE_TIMEOUT",
+    "Gate",
+    "RefusalLog",
+    "SessionTable",
+]
+
+DEFAULT_MAX_SESSIONS_PER_TOKEN: Final = 100
+"""Open HTTP sessions one token (or every anonymous client together) may hold at once."""
+DEFAULT_SESSION_IDLE_TIMEOUT: Final = 600.0
+"""Seconds an HTTP session may go without a request in flight before it is closed."""
+DEFAULT_MAX_BATCH: Final = 32
+"""Messages in one JSON-RPC batch: its replies are held until the last one is ready."""
+REFUSAL_LOG_INTERVAL: Final = 10.0
+"""Seconds between two log lines about refusals of one kind."""
+
+ANONYMOUS: Final = "anonymous"
+"""The principal of every client without a token (a loopback server configured without any)."""
+
+_SSE: Final = "text/event-stream"
+
+logger = logging.getLogger("actors.serve")
+
+
+def error_response(
+    status: int,
+    message: str,
+    *,
+    request_id: types.RequestId | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """An HTTP error whose body is a JSON-RPC error, which the SDK's client surfaces as is."""
+    return reply_response(status, Reply.of(request_id, types.INVALID_REQUEST, message), headers)
+
+
+def reply_response(
+    status: int, reply: pydantic.BaseModel, headers: Mapping[str, str] | None = None
+) -> Response:
+    """`reply` (a message, or a batch's array) as the JSON body of an HTTP response."""
+    return Response(
+        reply.model_dump_json(by_alias=True, exclude_unset=True),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )
+
+
+@attrs.define
+class _Tally:
+    held: int = 0
+    """Refusals of this kind not logged yet."""
+    quiet_until: float = -float("inf")
+    """Until when further refusals of this kind are only counted."""
+
+
+@final
+class RefusalLog:
+    """Warnings about refused requests: at most one line per kind every `interval` seconds.
+
+    The first refusal of a kind is logged at once; later ones within the
+    interval are counted, and the count rides on the next line logged for
+    that kind, or comes out at `flush` (when the server stops).
+    """
+
+    def __init__(self, interval: float = REFUSAL_LOG_INTERVAL) -> None:
+        self._interval = interval
+        self._kinds: dict[str, _Tally] = {}
+
+    def refused(self, kind: str, detail: str = "") -> None:
+        """Note one refusal of `kind` (``"a request without a valid bearer token"``)."""
+        tally = self._kinds.setdefault(kind, _Tally())
+        now = trio.current_time()
+        if now < tally.quiet_until:
+            tally.held += 1
+            return
+        more = f" (and {tally.held} more since the last such line)" if tally.held else ""
+        logger.warning("http: refused %s%s%s", kind, detail, more)
+        tally.held = 0
+        tally.quiet_until = now + self._interval
+
+    def flush(self) -> None:
+        """Log the refusals counted and not reported yet."""
+        for kind, tally in self._kinds.items():
+            if tally.held:
+                logger.warning(
+                    "http: refused %s: %d more since the last such line", kind, tally.held
+                )
+                tally.held = 0
+
+
+@attrs.define(eq=False)
+class _Session:
+    principal: str
+    version: str
+    """The protocol version its ``initialize`` negotiated."""
+    in_flight: int = 1
+    idle_since: float = 0.0
+
+
+@final
+class SessionTable:
+    """The open HTTP sessions of each principal, as seen from the gate.
+
+    The SDK's session manager owns the sessions; this table follows them from
+    the requests and responses that pass through the gate:
+
+    * a session opens with the response that carries its new
+      ``Mcp-Session-Id``, and its principal is the one of that request;
+    * it ends with a DELETE answered with success, with a 404 for its id (the
+      SDK no longer has it: ended, expired or crashed), or once it has had no
+      request in flight for `idle_timeout` seconds. The SDK is given the same
+      timeout and starts its timer when its part of the last request ends,
+      before the gate's does, so the table never lets go of a session the SDK
+      still keeps.
+
+    A request that may open a session holds a place for its principal while
+    it is served, so that many sent at once cannot overshoot the limit.
+    """
+
+    def __init__(self, limit: int, idle_timeout: float) -> None:
+        if limit < 1:
+            msg = f"max_sessions_per_token must be at least 1, got {limit}"
+            raise ValueError(msg)
+        if not idle_timeout > 0:
+            msg = f"session_idle_timeout must be positive, got {idle_timeout}"
+            raise ValueError(msg)
+        self.limit: Final = limit
+        self.idle_timeout: Final = idle_timeout
+        self._sessions: dict[str, _Session] = {}
+        self._by_principal: dict[str, set[str]] = {}
+        self._opening: Counter[str] = Counter()
+
+    def held(self, principal: str) -> int:
+        """How many sessions `principal` has open or is opening."""
+        self._expire(principal)
+        return len(self._by_principal.get(principal, ())) + self._opening[principal]
+
+    def reserve(self, principal: str) -> bool:
+        """Hold a place for a session `principal` may open; False at the limit."""
+        if self.held(principal) >= self.limit:
+            return False
+        self._opening[principal] += 1
+        return True
+
+    def unreserve(self, principal: str) -> None:
+        """The request that held a place has ended (its session, if any, is in the table)."""
+        self._opening[principal] -= 1
+        if not self._opening[principal]:
+            del self._opening[principal]
+
+    def opened(self, session_id: str, principal: str, version: str) -> None:
+        """A response named the new session `session_id`; its request is still in flight."""
+        self._sessions[session_id] = _Session(principal, version)
+        self._by_principal.setdefault(principal, set()).add(session_id)
+
+    def enter(self, session_id: str | None, principal: str) -> _Session | None:
+        """A request for `session_id` by `principal` goes to the SDK; its session, if tracked."""
+        session = None if session_id is None else self._sessions.get(session_id)
+        if session is None or session.principal != principal:
+            return None  # the SDK refuses another principal's session (404)
+        session.in_flight += 1
+        return session
+
+    def leave(self, session_id: str, *, status: int | None, deleted: bool) -> None:
+        """A request for the tracked `session_id` is over, answered with `status`."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            return
+        session.in_flight -= 1
+        session.idle_since = trio.current_time()
+        if status == 404 or (deleted and status is not None and status < 300):
+            self._forget(session_id)
+
+    def version(self, session_id: str | None, principal: str) -> str | None:
+        """The protocol version `principal`'s session `session_id` negotiated, if tracked."""
+        session = None if session_id is None else self._sessions.get(session_id)
+        return session.version if session is not None and session.principal == principal else None
+
+    def _expire(self, principal: str) -> None:
+        now = trio.current_time()
+        for session_id in list(self._by_principal.get(principal, ())):
+            session = self._sessions[session_id]
+            if not session.in_flight and now - session.idle_since >= self.idle_timeout:
+                self._forget(session_id)
+
+    def _forget(self, session_id: str) -> None:
+        session = self._sessions.pop(session_id)
+        held = self._by_principal[session.principal]
+        held.discard(session_id)
+        if not held:
+            del self._by_principal[session.principal]
+
+
+class _Disconnected(Exception):
+    """The client went away before its request body was whole."""
+
+
+async def _answer_early(response: Response, scope: Scope, receive: Receive, send: Send) -> None:
+    """Send a refusal before the request body was read (see the module docstring)."""
+    try:
+        await response(scope, receive, send)
+    except trio.BusyResourceError:
+        # hypercorn closing the connection of a client that hung up while
+        # still uploading, as this answer was written: the client has left.
+        logger.debug("http: the client hung up while it was being refused")
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole request body, or ``None`` once it exceeds `limit` bytes."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Disconnected
+        body += message.get("body", b"")
+        if len(body) > limit:
+            return None
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+def _replayed(body: bytes, receive: Receive) -> Receive:
+    """`receive` for the SDK: the body read by the gate, then whatever else comes."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+def _sse_messages(body: bytes) -> list[Any]:
+    """The JSON messages in the ``data`` of each event of an SSE stream."""
+    messages = []
+    for event in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+        data = b"\n".join(
+            line.removeprefix(b"data:").removeprefix(b" ")
+            for line in event.split(b"\n")
+            if line.startswith(b"data:")
+        )
+        if data.strip():
+            with suppress(ValueError):
+                messages.append(json.loads(data))
+    return messages
+
+
+@attrs.define
+class _Answered:
+    """What the SDK answered one request with."""
+
+    status: int | None = None
+    headers: Headers | None = None
+    body: bytearray = attrs.field(factory=bytearray)
+
+    async def capture(self, message: Message) -> None:
+        """The ``send`` given to the SDK."""
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.headers = Headers(raw=message.get("headers", []))
+        elif message["type"] == "http.response.body":
+            self.body += message.get("body", b"")
+
+    def messages(self) -> list[Any]:
+        """The JSON-RPC messages in the body, JSON or SSE."""
+        kind = "" if self.headers is None else self.headers.get("content-type", "")
+        if kind.startswith(_SSE):
+            return _sse_messages(bytes(self.body))
+        with suppress(ValueError):
+            return [json.loads(self.body)]
+        return []
+
+
+@final
+class Gate:
+    """ASGI middleware in front of the SDK's app: the checks in this module's docstring."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        origin_allowed: Callable[[str], bool],
+        tokens: TokenVerifier | None,
+        max_body: int,
+        sessions: SessionTable,
+        refusals: RefusalLog,
+        max_batch: int = DEFAULT_MAX_BATCH,
+    ) -> None:
+        # AuthContextMiddleware exposes the token to the SDK (get_access_token).
+        self._app = AuthContextMiddleware(app)
+        self._origin_allowed = origin_allowed
+        self._backend = None if tokens is None else BearerAuthBackend(tokens)
+        self._max_body = max_body
+        self._sessions = sessions
+        self._refusals = refusals
+        self._max_batch = max_batch
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan events go straight through
+            await self._app(scope, receive, send)
+            return
+        refusal = await self._check_headers(scope)
+        if refusal is not None:
+            await _answer_early(refusal, scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            session_id = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
+            await self._forward(scope, receive, send, session_id=session_id, request_id=None)
+            return
+        try:
+            body = await _read_body(receive, self._max_body)
+        except _Disconnected:
+            logger.debug("http: the client left before its request body was whole")
+            return
+        if body is None:
+            self._refusals.refused("an oversized body")
+            await _answer_early(self._too_large(), scope, receive, send)
+            return
+        await self._post(scope, body, receive, send)
+
+    async def _post(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
+        """Screen a POST's body; pass what the SDK can take on, answer the rest here."""
+        headers = Headers(scope=scope)
+        session_id = headers.get(MCP_SESSION_ID_HEADER)
+        if not headers.get("content-type", "").startswith("application/json"):
+            # Not offered as JSON: the SDK refuses it (415) without reading it as JSON-RPC.
+            replayed = _replayed(body, receive)
+            await self._forward(scope, replayed, send, session_id=session_id, request_id=None)
+            return
+        try:
+            value = pydantic_core.from_json(body)
+        except ValueError as error:
+            self._refusals.refused("a body that is not JSON")
+            reply = Reply.of(None, types.PARSE_ERROR, f"Parse error: Invalid JSON: {error}")
+            await reply_response(400, reply)(scope, receive, send)
+            return
+        if isinstance(value, list):
+            await self._batch(scope, value, receive, send)
+            return
+        match screen(value):
+            case Answer(reply):
+                self._refusals.refused("a malformed JSON-RPC message", f": {reply.error.message}")
+                await reply_response(400, reply)(scope, receive, send)
+            case Ignore(problem):
+                self._refusals.refused("a malformed notification", f": {problem}")
+                await Response(status_code=202)(scope, receive, send)
+            case Accept(message):
+                request_id = message.id if isinstance(message, types.JSONRPCRequest) else None
+                opening = (
+                    message.params
+                    if isinstance(message, types.JSONRPCRequest) and message.method == "initialize"
+                    else None
+                )
+                await self._forward(
+                    scope,
+                    _replayed(body, receive),
+                    send,
+                    session_id=session_id,
+                    request_id=request_id,
+                    initialize=opening,
+                )
+
+    async def _forward(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        session_id: str | None,
+        request_id: types.RequestId | None,
+        initialize: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Hand the request to the SDK, keeping the session table up to date."""
+        principal = _principal(scope)
+        if session_id is None and _may_open_a_session(scope):
+            await self._open(scope, receive, send, principal, request_id, initialize)
+            return
+        session = self._sessions.enter(session_id, principal)
+        status: int | None = None
+
+        async def watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self._app(scope, receive, watch if session is not None else send)
+        finally:
+            if session is not None and session_id is not None:
+                deleted = scope["method"] == "DELETE"
+                self._sessions.leave(session_id, status=status, deleted=deleted)
+
+    async def _open(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        principal: str,
+        request_id: types.RequestId | None,
+        initialize: Mapping[str, Any] | None,
+    ) -> None:
+        """A request without a session: it may open one, if its principal has room."""
+        if not self._sessions.reserve(principal):
+            self._refusals.refused("a new session over the per-token limit", f" ({principal})")
+            await self._too_many_sessions(principal, request_id)(scope, receive, send)
+            return
+        opened: str | None = None
+
+        async def watch(message: Message) -> None:
+            nonlocal opened
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                opened = Headers(raw=message.get("headers", [])).get(MCP_SESSION_ID_HEADER)
+                if opened is not None:
+                    self._sessions.opened(opened, principal, _negotiated(initialize))
+            await send(message)
+
+        try:
+            await self._app(scope, receive, watch)
+        finally:
+            self._sessions.unreserve(principal)
+            if opened is not None:
+                self._sessions.leave(opened, status=200, deleted=False)
+
+    async def _batch(self, scope: Scope, elements: list[Any], receive: Receive, send: Send) -> None:
+        """A JSON-RPC batch: its messages go to the SDK one by one; one array comes back."""
+        session_id = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
+        principal = _principal(scope)
+        version = self._sessions.version(session_id, principal)
+        plan = plan_batch(elements, version, self._max_batch)
+        for problem in plan.ignored:
+            self._refusals.refused("a notification in a batch", f": {problem}")
+        if plan.whole is not None:
+            await reply_response(400, plan.whole)(scope, receive, send)
+            return
+        replies: list[dict[str, Any]] = [
+            reply.model_dump(mode="json", by_alias=True, exclude_unset=True)
+            for reply in plan.answers
+        ]
+        if plan.dispatch:
+            assert session_id is not None  # only a tracked session gets a version
+            session = self._sessions.enter(session_id, principal)
+            try:
+                replies += await self._dispatch(scope, plan.dispatch, receive)
+            finally:
+                if session is not None:
+                    self._sessions.leave(session_id, status=200, deleted=False)
+        elif plan.answers:
+            self._refusals.refused("a batch", f": {plan.answers[0].error.message}")
+        if replies:
+            await reply_response(200, BatchReply(replies))(scope, receive, send)
+        else:
+            await Response(status_code=202)(scope, receive, send)
+
+    async def _dispatch(
+        self, scope: Scope, messages: tuple[types.JSONRPCMessage, ...], receive: Receive
+    ) -> list[dict[str, Any]]:
+        """Send each message to the SDK as a request of its own, at once; the replies."""
+        replies: list[dict[str, Any]] = []
+        left = trio.Event()
+
+        async def watch_disconnect() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            left.set()
+
+        async def after_body() -> Message:
+            await left.wait()
+            return {"type": "http.disconnect"}
+
+        async def one(message: types.JSONRPCMessage) -> None:
+            body = message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+            headers = [(k, v) for k, v in scope["headers"] if k != b"content-length"]
+            inner = {**scope, "headers": [*headers, (b"content-length", b"%d" % len(body))]}
+            answered = _Answered()
+            await self._app(inner, _replayed(body, after_body), answered.capture)
+            if isinstance(message, types.JSONRPCRequest):
+                replies.append(_reply_for(message.id, answered))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch_disconnect)
+            async with trio.open_nursery() as requests:
+                for message in messages:
+                    requests.start_soon(one, message)
+            nursery.cancel_scope.cancel()
+        return replies
+
+    async def _check_headers(self, scope: Scope) -> Response | None:
+        """A refusal decided from the headers alone: origin, token, declared size."""
+        headers = Headers(scope=scope)
+        origin = headers.get("origin")
+        if origin is not None and not self._origin_allowed(origin):
+            self._refusals.refused("a request from a foreign origin", f" ({origin!r})")
+            message = (
+                f"origin {origin!r} is not allowed; loopback origins are, "
+                "and the operator can allow others with --allow-origin"
+            )
+            return error_response(403, message)
+        if self._backend is not None:
+            verdict = await self._backend.authenticate(HTTPConnection(scope))
+            if verdict is None:
+                self._refusals.refused("a request without a valid bearer token")
+                message = "a valid bearer token is required: send 'Authorization: Bearer <token>'"
+                return error_response(
+                    401, message, headers={"WWW-Authenticate": 'Bearer realm="mcp"'}
+                )
+            scope["auth"], scope["user"] = verdict
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self._max_body:
+            self._refusals.refused("an oversized body")
+            return self._too_large(length)
+        return None
+
+    def _too_large(self, length: str | None = None) -> Response:
+        size = "larger" if length is None else f"{length} bytes"
+        message = (
+            f"the request body is {size}; this server accepts at most "
+            f"{self._max_body} bytes (--max-request-bytes)"
+        )
+        return error_response(413, message)
+
+    def _too_many_sessions(self, principal: str, request_id: types.RequestId | None) -> Response:
+        who = "anonymous clients together hold" if principal == ANONYMOUS else "this token holds"
+        message = (
+            f"{who} {self._sessions.limit} open sessions already, the most allowed "
+            "(--max-sessions-per-token); end one (HTTP DELETE with its Mcp-Session-Id) or let an "
+            f"idle one expire ({self._sessions.idle_timeout:g} s without requests, "
+            "--session-idle-timeout)"
+        )
+        return error_response(429, message, request_id=request_id)
+
+
+def _principal(scope: Scope) -> str:
+    """Whose sessions a request counts against: its token's label, or every anonymous client."""
+    user = scope.get("user")
+    return user.access_token.client_id if isinstance(user, AuthenticatedUser) else ANONYMOUS
+
+
+def _may_open_a_session(scope: Scope) -> bool:
+    """Whether the SDK would open a session for this request, had it no session id.
+
+    The SDK serves requests of the stateless 2026 era (a version header it
+    does not know from the handshake) without sessions.
+    """
+    version = Headers(scope=scope).get(MCP_PROTOCOL_VERSION_HEADER)
+    return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def _negotiated(initialize: Mapping[str, Any] | None) -> str:
+    """The version the SDK answers an ``initialize`` with: the one asked for, if it has it."""
+    requested = None if initialize is None else initialize.get("protocolVersion")
+    return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+
+def _reply_for(request_id: types.RequestId, answered: _Answered) -> dict[str, Any]:
+    """The SDK's reply to one request of a batch, with its id even when the SDK left it out."""
+    for message in answered.messages():
+        if isinstance(message, dict) and message.get("id") == request_id:
+            return message
+    for message in answered.messages():
+        if isinstance(message, dict) and isinstance(message.get("error"), dict):
+            return {**message, "id": request_id}  # an HTTP-level refusal has no id
+    reply = Reply.of(
+        request_id,
+        types.INTERNAL_ERROR,
+        f"the server gave no reply to this request (HTTP {answered.status})",
+    )
+    return reply.model_dump(mode="json", by_alias=True, exclude_unset=True)

@@ -1,0 +1,284 @@
+"""What each JSON-RPC message the SDK cannot take gets in reply, and how batches are answered.
+
+Both transports put this in front of the SDK (sans-IO: no trio, no sockets).
+
+What the SDK does with a bad message
+------------------------------------
+The SDK parses each message into a request, a notification or a response.
+A request whose ``id`` is not a string or an integer (``1.5``, ``null``,
+``true``, ``{}``, ``[]``) parses as a *notification*, its id dropped, and
+gets no reply at all; anything else it cannot parse (array ``params``, a
+wrong ``jsonrpc``, a batch) is refused without its id (HTTP) or dropped
+(stdio). A client waiting on that request waits forever.
+
+Our rules
+---------
+Every request that can be answered is answered once (JSON-RPC 2.0, section 5):
+
+* The reply carries the request's id whenever one can be read: a string or
+  any JSON number, even one MCP does not allow (``1.5`` is echoed, with an
+  error saying ids must be strings or integers).
+* ``id`` null, ``true``/``false``, an object or an array: the id cannot be
+  determined, so the error carries ``id: null`` (JSON-RPC 2.0). MCP forbids
+  a null id, so such a request is refused too, never run.
+* With a readable id: a wrong ``jsonrpc`` version or a missing method is
+  -32600 Invalid Request; ``params`` that are an array is -32602 Invalid
+  params (JSON-RPC allows arrays, MCP does not).
+* A malformed *notification* (no ``id``) that is still valid JSON-RPC (say,
+  array params) gets no reply, as JSON-RPC requires; one that is not even
+  that (no method, wrong ``jsonrpc``) is an invalid Request object and gets
+  an error with ``id: null``, as in the specification's examples.
+* Something shaped like a response (``result`` or ``error``, no method) is
+  never answered with its id: this server sends no requests, and an error
+  carrying that id could settle one of the client's own requests.
+
+Batches
+-------
+JSON-RPC batches (a JSON array of messages) exist in one MCP version only:
+2025-03-26 added them ("implementations MUST support receiving JSON-RPC
+batches") and 2025-06-18 removed them. So:
+
+* On a connection that negotiated 2025-03-26, a batch is processed: each
+  message is handed to the SDK on its own, and the replies to its requests
+  come back together, as one JSON array, once every one has settled.
+  ``initialize`` may not be part of a batch (that version says so) and is
+  refused in it. A batch holds at most ``limit`` messages (the server's
+  bound on requests in flight): its replies are held until the last one,
+  so a longer one would hold more than that bound allows.
+* Under any other version, or before a version was negotiated, batches are
+  not part of the protocol: each request in it gets an error with its own
+  id, saying so, and the errors come back as one array (the shape a client
+  that sends batches reads); its notifications are dropped.
+* An empty array is a single Invalid Request error (JSON-RPC 2.0).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Final, Literal, final
+
+import attrs
+import pydantic
+from mcp import types
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+__all__ = [
+    "BATCH_VERSION",
+    "Accept",
+    "Answer",
+    "BatchPlan",
+    "BatchReply",
+    "Ignore",
+    "Reply",
+    "Verdict",
+    "plan_batch",
+    "screen",
+]
+
+BATCH_VERSION: Final = "2025-03-26"
+"""The one protocol version whose clients may send JSON-RPC batches."""
+
+ReplyId = int | float | str | None
+"""An id as it is echoed: any JSON number, since JSON-RPC 2.0 allows fractions and MCP does not."""
+
+
+class Reply(pydantic.BaseModel):
+    """An error response built here; unlike the SDK's, its id may be any JSON number."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    jsonrpc: Literal["2.0"]
+    id: ReplyId
+    error: types.ErrorData
+
+    @classmethod
+    def of(cls, request_id: ReplyId, code: int, message: str) -> Reply:
+        """The error `code` with `message`, for the request `request_id`."""
+        return cls(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
+
+
+class BatchReply(pydantic.RootModel[list[dict[str, Any]]]):
+    """The replies to one batch, as one JSON array."""
+
+    @classmethod
+    def of(cls, replies: Iterable[pydantic.BaseModel]) -> BatchReply:
+        """The array of `replies`, each serialized as the SDK serializes messages."""
+        return cls(
+            [reply.model_dump(mode="json", by_alias=True, exclude_unset=True) for reply in replies]
+        )
+
+
+@final
+@attrs.frozen
+class Accept:
+    """A message the SDK can take as it is."""
+
+    message: types.JSONRPCMessage
+
+
+@final
+@attrs.frozen
+class Answer:
+    """A message refused with an error, to be sent back at once."""
+
+    reply: Reply
+
+
+@final
+@attrs.frozen
+class Ignore:
+    """A malformed notification: JSON-RPC forbids replying, so it is only logged."""
+
+    problem: str
+
+
+Verdict = Accept | Answer | Ignore
+
+
+def screen(value: object) -> Verdict:
+    """What to do with one parsed JSON value received as a message."""
+    if isinstance(value, dict):
+        try:
+            message = types.jsonrpc_message_adapter.validate_python(value, by_name=False)
+        except pydantic.ValidationError:
+            pass
+        else:
+            # The SDK turns a request with an unusable id into a notification.
+            if not (isinstance(message, types.JSONRPCNotification) and "id" in value):
+                return Accept(message)
+        return _refuse(value)
+    kind = "an array" if isinstance(value, list) else f"a JSON {_kind(value)}"
+    return Answer(_invalid(None, f"a JSON-RPC message is an object, got {kind}"))
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _invalid(request_id: ReplyId, problem: str) -> Reply:
+    return Reply.of(request_id, types.INVALID_REQUEST, f"Invalid Request: {problem}")
+
+
+def _readable_id(value: object) -> tuple[ReplyId, str | None]:
+    """The id to echo (``None``: it cannot be determined) and what is wrong with it, if anything."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value, None
+    if isinstance(value, float) and math.isfinite(value):
+        return value, f"id must be a string or an integer (MCP), got {value!r}"
+    if value is None:
+        return None, "id must not be null (MCP): a request needs a string or integer id"
+    return None, f"id must be a string or an integer, got a JSON {_kind(value)}"
+
+
+def _refuse(message: dict[Any, Any]) -> Answer | Ignore:
+    """Why `message`, an object the SDK could not take as it is, is refused."""
+    if "method" not in message and ("result" in message or "error" in message):
+        problem = "a malformed response (this server sends no requests to answer)"
+        return Answer(_invalid(None, problem))
+    has_id = "id" in message
+    request_id, id_problem = _readable_id(message.get("id")) if has_id else (None, None)
+    envelope = _envelope_problem(message)
+    if envelope is not None:
+        return Answer(_invalid(request_id, envelope))
+    if id_problem is not None:
+        return Answer(_invalid(request_id, id_problem))
+    params = message.get("params")
+    params_problem = (
+        None if "params" not in message or isinstance(params, dict) else _params_problem(params)
+    )
+    if not has_id:
+        # A notification that is valid JSON-RPC but not valid MCP: no reply is allowed.
+        return Ignore(params_problem or "a notification the SDK could not parse")
+    if isinstance(params, list):
+        return Answer(
+            Reply.of(request_id, types.INVALID_PARAMS, f"Invalid params: {params_problem}")
+        )
+    return Answer(_invalid(request_id, params_problem or "not a valid JSON-RPC 2.0 request"))
+
+
+def _envelope_problem(message: dict[Any, Any]) -> str | None:
+    if message.get("jsonrpc") != "2.0":
+        return f'jsonrpc must be "2.0", got {_shown(message.get("jsonrpc"))}'
+    if "method" not in message:
+        return "a request needs a method"
+    if not isinstance(message["method"], str):
+        return f"method must be a string, got a JSON {_kind(message['method'])}"
+    params = message.get("params")
+    if "params" in message and not isinstance(params, dict | list):
+        return f"params must be an object, got a JSON {_kind(params)}"
+    return None
+
+
+def _params_problem(params: object) -> str:
+    return f"params must be an object (MCP), got a JSON {_kind(params)}"
+
+
+def _shown(value: object) -> str:
+    return "nothing" if value is None else repr(value)[:40]
+
+
+@final
+@attrs.frozen
+class BatchPlan:
+    """What to do with the messages of one batch."""
+
+    dispatch: tuple[types.JSONRPCMessage, ...]
+    """Messages to hand to the SDK, one by one; the replies to its requests join `answers`."""
+    answers: tuple[Reply, ...]
+    """Errors for the messages refused, sent back in the batch's array."""
+    ignored: tuple[str, ...]
+    """Why each dropped notification was dropped, for the log."""
+    whole: Reply | None = None
+    """An error for the batch as a whole (it is empty), sent alone rather than in an array."""
+
+
+def plan_batch(elements: Sequence[object], version: str | None, limit: int) -> BatchPlan:
+    """What to do with a batch received on a connection that negotiated `version`."""
+    if not elements:
+        return BatchPlan((), (), (), whole=_invalid(None, "an empty batch"))
+    refusal = _batch_refusal(len(elements), version, limit)
+    dispatch: list[types.JSONRPCMessage] = []
+    answers: list[Reply] = []
+    ignored: list[str] = []
+    for element in elements:
+        match screen(element):
+            case Accept(types.JSONRPCRequest() as request) if refusal is not None:
+                answers.append(_invalid(request.id, refusal))
+            case Accept(types.JSONRPCRequest(method="initialize") as request):
+                answers.append(_invalid(request.id, "initialize must not be part of a batch"))
+            case Accept(message) if refusal is not None:
+                ignored.append(f"{refusal} (a {type(message).__name__} was dropped)")
+            case Accept(message):
+                dispatch.append(message)
+            case Answer(reply):
+                answers.append(reply)
+            case Ignore(problem):
+                ignored.append(problem)
+    return BatchPlan(tuple(dispatch), tuple(answers), tuple(ignored))
+
+
+def _batch_refusal(size: int, version: str | None, limit: int) -> str | None:
+    """Why a batch of `size` messages is refused under `version`, or ``None``."""
+    if version is None:
+        return (
+            f"batches are accepted only after the handshake negotiated protocol version "
+            f"{BATCH_VERSION}; send each message on its own"
+        )
+    if version != BATCH_VERSION:
+        return (
+            f"batches are not part of protocol version {version} (only {BATCH_VERSION} has them); "
+            "send each message on its own"
+        )
+    if size > limit:
+        return f"a batch holds at most {limit} messages on this server; this one has {size}"
+    return None
