@@ -5,12 +5,13 @@ Transports
 * **stdio** (the default): the SDK's ``stdio_server`` and ``Server.run``. The
   parent process is the trusted middleware, so its context claims are taken
   as given. `actors._stdio` reads and writes the pipes (size limit on lines,
-  errors for lines the SDK cannot parse, no worker threads).
+  errors for lines the SDK cannot parse, a bound on requests read ahead of
+  their replies, no worker threads).
 * **Streamable HTTP** (``--http HOST:PORT``): the SDK's Starlette app, served
-  by hypercorn on trio, behind a small ASGI gate that checks, in order, the
-  ``Origin`` (403), the bearer token (401) and the declared body size (413).
-  The SDK itself enforces the body size on chunked bodies too, and, on a
-  loopback bind, the ``Host`` header (DNS rebinding).
+  by hypercorn on trio, behind the ASGI gate of `actors._http`: ``Origin``
+  (403), bearer token (401), body size (413), malformed JSON-RPC answered
+  with its id, and a cap on open sessions per token (429). On a loopback
+  bind the SDK also checks the ``Host`` header (DNS rebinding).
 
 Tokens and tenants
 ------------------
