@@ -7,9 +7,15 @@ Handlers never see them. Rules, all checked before anything else happens:
 
 * every ``__``-prefixed argument must be a known context field: a typo such as
   ``__sessionid`` is an error, never a silent fall into the default session;
-* a ``_meta`` key that is a near miss of a context field (``SessionID``,
-  ``session-id``) is an error for the same reason; other ``_meta`` keys are not
-  ours and are left alone;
+  so is an argument name that only looks ``__``-prefixed (`` __sessionId``,
+  or ``__sessionId`` with fullwidth low lines);
+* a ``_meta`` key that looks like a context field without being one of its
+  accepted spellings (``SessionID``, ``sessionId `` with a trailing space,
+  ``sessionId`` with a Cyrillic e, ``sesionId``) is an error for the same
+  reason; other ``_meta`` keys, and keys under another party's prefix
+  (``com.example/sessionId``), are not ours and are left alone. What "looks
+  like" means, and why ids themselves are compared exactly, is explained in
+  `protocol._lookalike`;
 * ids are non-empty strings of at most ``max_id_length`` characters with no
   control characters;
 * one field given twice (camelCase and snake_case, or arguments and ``_meta``)
@@ -24,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 
 from ._errors import ContextError
+from ._lookalike import claims_context, describe, meta_near_field, near_field
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -93,9 +100,15 @@ _META_SPELLINGS: Final = {
     "threadId": "thread_id",
     "thread_id": "thread_id",
 }
-_NEAR_MISSES: Final = frozenset({"sessionid", "assistantid", "threadid"})
 _CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _ACCEPTED_ARGUMENTS: Final = ", ".join(_ARGUMENT_SPELLINGS)
+_ACCEPTED_META: Final = ", ".join(_META_SPELLINGS)
+# How errors spell a field when they suggest it.
+_CAMEL_CASE: Final = {
+    "session_id": "sessionId",
+    "assistant_id": "assistantId",
+    "thread_id": "threadId",
+}
 
 
 def _describe(value: object) -> str:
@@ -124,6 +137,16 @@ def _check_id(source: str, value: object, policy: ContextPolicy) -> str:
     return value
 
 
+def _unknown_field(
+    source: str, key: str, suggestion: str | None, accepted: str, where: str = ""
+) -> ContextError:
+    """The error for a context field that is not one: named, with what to send instead."""
+    hint = "" if suggestion is None else f"did you mean {suggestion!r}? "
+    named = describe(source, key)
+    msg = f"unknown context field {named}{where}; {hint}the accepted ones are {accepted}"
+    return ContextError(msg)
+
+
 def _record(found: dict[str, tuple[str, str]], field: str, source: str, value: str) -> None:
     earlier = found.get(field)
     if earlier is None:
@@ -144,16 +167,14 @@ def _split_arguments(
         if not isinstance(key, str):
             msg = f"argument names must be strings, got {_describe(key)} {key!r}"
             raise ContextError(msg)
-        if not key.startswith("__"):
+        if not claims_context(key):
             clean[key] = value
             continue
         field = _ARGUMENT_SPELLINGS.get(key)
         if field is None:
-            msg = (
-                f"unknown context field {key!r} in arguments; "
-                f"the accepted ones are {_ACCEPTED_ARGUMENTS}"
-            )
-            raise ContextError(msg)
+            near = near_field(key)
+            suggestion = None if near is None else f"__{_CAMEL_CASE[near]}"
+            raise _unknown_field(key, key, suggestion, _ACCEPTED_ARGUMENTS, where=" in arguments")
         _record(found, field, key, _check_id(key, value, policy))
     return clean
 
@@ -163,15 +184,15 @@ def _scan_meta(
 ) -> None:
     for key, value in meta.items():
         field = _META_SPELLINGS.get(key)
-        source = f"_meta.{key}"
         if field is not None:
+            source = f"_meta.{key}"
             _record(found, field, source, _check_id(source, value, policy))
-        elif key.lower().replace("_", "").replace("-", "") in _NEAR_MISSES:
-            msg = (
-                f"unknown context field {source!r}; did you mean one of "
-                f"{', '.join(_META_SPELLINGS)}?"
-            )
+        elif not isinstance(key, str):
+            msg = f"_meta keys must be strings, got {_describe(key)} {key!r}"
             raise ContextError(msg)
+        elif (near := meta_near_field(key)) is not None:
+            source = f"_meta.{key}"
+            raise _unknown_field(source, key, _CAMEL_CASE[near], _ACCEPTED_META)
 
 
 def _split(
@@ -215,12 +236,16 @@ def extract_context(
 def inject_context(arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
     """Return a copy of model-generated `arguments` with `context` added as ``__`` fields.
 
-    The arguments are kept exactly. A ``__``-prefixed key already present is
-    refused: a model must not be able to claim a context of its own.
+    The arguments are kept exactly. A ``__``-prefixed key already present, or
+    one that only reads as such (`` __sessionId``), is refused: a model must
+    not be able to claim a context of its own.
     """
     for key in arguments:
-        if isinstance(key, str) and key.startswith("__"):
-            msg = f"model-generated arguments must not contain context fields; found {key!r}"
+        if isinstance(key, str) and claims_context(key):
+            msg = (
+                "model-generated arguments must not contain context fields; "
+                f"found {describe(key, key)}"
+            )
             raise ContextError(msg)
     injected = dict(arguments)
     injected["__sessionId"] = context.session_id

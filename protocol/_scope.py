@@ -22,6 +22,7 @@ def tenant_of(session_id: str) -> str:
     """
     return session_id.partition(TENANT_SEPARATOR)[0]
 
+
 __all__ = ["TENANT_SEPARATOR", "ActorKey", "Scope", "actor_key", "tenant_of"]
 
 
