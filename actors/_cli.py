@@ -344,6 +344,14 @@ def _add_runtime_options(serve: argparse.ArgumentParser) -> None:
         help="deadline for one tool call; 0 for none (default 60)",
     )
     group.add_argument(
+        "--heavy-threads",
+        metavar="N",
+        type=_positive_int,
+        default=RuntimeConfig().heavy_threads,
+        help="heavy tool calls (a search over large documents) running at once, each in a "
+        f"worker thread; more wait (default {RuntimeConfig().heavy_threads})",
+    )
+    group.add_argument(
         "--shutdown-grace",
         metavar="SECONDS",
         type=_seconds_or_zero,
@@ -438,6 +446,7 @@ def _serve(args: argparse.Namespace) -> int:
                 max_actors_per_tenant=args.max_actors_per_tenant,
                 call_timeout=args.call_timeout or None,
                 shutdown_grace=args.shutdown_grace,
+                heavy_threads=args.heavy_threads,
                 policy=ContextPolicy(require_session=args.require_session),
             ),
             http=args.http,

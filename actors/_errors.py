@@ -26,13 +26,15 @@ class ArgumentsError(RuntimeCallError, ValueError):
 
 
 class CallTimeoutError(RuntimeCallError, TimeoutError):
-    """The handler overran the per-call deadline and was cancelled."""
+    """The handler overran the per-call deadline: cancelled, or (heavy) left to finish."""
 
-    def __init__(self, tool: str, key: ActorKey, timeout: float) -> None:
-        super().__init__(
-            f"tool {tool!r} for {key} overran its {timeout:g} s deadline and was cancelled; "
-            "the key keeps being served"
+    def __init__(self, tool: str, key: ActorKey, timeout: float, *, heavy: bool = False) -> None:
+        ending = (
+            "its worker thread cannot be stopped, so the key's next calls wait until it ends"
+            if heavy
+            else "it was cancelled; the key keeps being served"
         )
+        super().__init__(f"tool {tool!r} for {key} overran its {timeout:g} s deadline; {ending}")
 
 
 class ActorCrashedError(RuntimeCallError):

@@ -21,14 +21,23 @@ A state that needs tasks of its own (watching a subprocess, say) defines
 ``start_background(nursery)``: it is called after ``on_start`` with a nursery
 its actor owns; ``on_stop`` runs while those tasks still live, and whatever is
 left is cancelled after it. If one of them fails, the actor crashes.
+
+A sync handler runs inline on its actor, so it holds up the whole event loop
+while it runs: every other key, and signals. Declare one that may compute for
+long (ranking many documents, parsing a big input) with
+``@module.tool(heavy=True)``: it then runs in a worker thread while the loop
+serves everyone else, and the per-call deadline applies to it (see the
+runtime's module docstring for what a deadline does to a thread, which cannot
+be stopped). Async handlers yield at every ``await`` and cannot be heavy.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Generic, TypeVar, final
+from typing import Any, Final, Generic, TypeVar, final, overload
 
 import attrs
 import cattrs
@@ -101,6 +110,8 @@ class Tool:
 
     is_async: bool
     """Whether the handler is a coroutine function (decided once, at registration)."""
+    heavy: bool = False
+    """Whether a sync handler runs in a worker thread, off the event loop (``heavy=True``)."""
 
     def invoke(self, state: object, context: ToolContext, arguments: dict[str, Any]) -> Any:
         """Call the handler; returns its result, or a coroutine when `is_async`."""
@@ -144,22 +155,51 @@ class ToolModule(Generic[StateT]):
             raise ValueError(msg)
 
     @property
-    def has_async_tools(self) -> bool:
-        """Whether any tool's handler is a coroutine function (a deadline can act on it)."""
-        return any(tool.is_async for tool in self._tools.values())
+    def has_awaited_tools(self) -> bool:
+        """Whether any tool's call is awaited (async or heavy), so that a deadline can end it."""
+        return any(tool.is_async or tool.heavy for tool in self._tools.values())
 
     @property
     def tools(self) -> Mapping[str, Tool]:
         """The module's tools by base name."""
         return self._tools
 
-    def tool(self, handler: HandlerT) -> HandlerT:
-        """Register `handler` as a tool named after the function; its docstring describes it."""
+    @overload
+    def tool(self, handler: HandlerT, /, *, heavy: bool = False) -> HandlerT: ...
+
+    @overload
+    def tool(self, /, *, heavy: bool = False) -> Callable[[HandlerT], HandlerT]: ...
+
+    def tool(
+        self, handler: Callable[..., Any] | None = None, /, *, heavy: bool = False
+    ) -> Callable[..., Any]:
+        """Register a handler as a tool named after the function; its docstring describes it.
+
+        Use it bare, ``@module.tool``, or with declarations about the tool,
+        ``@module.tool(heavy=True)`` (also ``module.tool(handler, heavy=True)``):
+
+        * ``heavy`` -- the sync handler may compute for long, so it runs in a
+          worker thread rather than on the event loop. Refused for an async
+          handler, which already lets the loop run at every ``await``.
+        """
+        if handler is None:
+            return functools.partial(self._register, heavy=heavy)
+        return self._register(handler, heavy=heavy)
+
+    def _register(self, handler: HandlerT, *, heavy: bool) -> HandlerT:
         name = handler.__name__
         _check_name("tool", name)
         if name in self._tools:
             msg = f"module {self.name!r} already has a tool named {name!r}"
             raise ValueError(msg)
+        is_async = inspect.iscoroutinefunction(handler)
+        if heavy and is_async:
+            msg = (
+                f"tool {name!r} of module {self.name!r}: heavy=True is for sync handlers "
+                "(they then run in a worker thread), but this one is async; drop heavy=True, "
+                "and move its CPU-heavy part into `await trio.to_thread.run_sync(...)`"
+            )
+            raise TypeError(msg)
         self._tools[name] = Tool(
             module=self,
             name=name,
@@ -167,7 +207,8 @@ class ToolModule(Generic[StateT]):
             handler=handler,
             signature=signature_of(handler),
             service=ServiceInfo(self.name, name, BackendType.BUILTIN),
-            is_async=inspect.iscoroutinefunction(handler),
+            is_async=is_async,
+            heavy=heavy,
         )
         return handler
 

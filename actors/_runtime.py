@@ -44,17 +44,52 @@ skips it. A caller cancelled once its call has started does not stop it: the
 handler runs to completion against the state (so state is never left
 half-updated by a caller going away) and the reply is dropped. A handler that
 overruns the per-call deadline is cancelled by the actor itself and its caller
-gets CallTimeoutError; the key keeps being served.
+gets CallTimeoutError; the key keeps being served. (A heavy handler's thread
+cannot be cancelled: see below.)
 
 Only the runtime cancels its actors. They run in one nursery inside a single
 shielded scope, so cancelling the code around ``open_runtime`` does not cut
 accepted calls short: shutdown lets them finish for ``shutdown_grace`` and
 then cancels that nursery as a whole (each actor still answers its calls and
 runs ``on_stop``, shielded and bounded by ``stop_timeout``).
+
+Heavy handlers
+--------------
+A sync handler runs inline on its actor: the cheapest way to run it, but
+nothing else runs on the event loop until it returns, not other keys, not
+signal handling. A tool registered with ``heavy=True`` runs in a worker
+thread instead, and its actor awaits the thread, so the loop keeps serving.
+The invariants above still hold because the actor keeps the key's turn while
+it waits: it takes the key's next call only once the thread has ended, so
+the state is used by one thread at a time, call after call, in order.
+
+A thread cannot be cancelled, and that shapes the two endings that cancel:
+
+* The deadline. The caller gets CallTimeoutError at once, but the actor keeps
+  waiting for the thread before it serves the key's next call, which queues
+  meanwhile. Until the thread ends the call still counts as pending, so TTL
+  and eviction leave the busy actor alone. The thread's result is dropped;
+  what it did to the state stays, as for a caller that went away.
+* Shutdown. Once ``shutdown_grace`` is over the actor stops waiting: the
+  caller gets RuntimeClosedError and the runtime exits without the thread
+  (trio's worker threads are daemon threads, so the process can exit too).
+  The state is discarded with the actor; the thread alone still holds it,
+  until it ends and drops it. ``on_stop`` never runs beside the thread: the
+  actor waits up to ``stop_timeout`` for it, and if it still runs, skips
+  ``on_stop`` and logs an error.
+
+Threads are started with `trio.lowlevel.start_thread_soon`, not
+`trio.to_thread.run_sync`: a cancelled ``run_sync`` cannot tell whether its
+thread had started, and the actor must know whether a thread still uses the
+state. How many run at once is bounded by a limiter of the runtime's own
+(``heavy_threads``): each competes with the event loop for the GIL, and
+trio's default limiter is shared with other threads (the stdio transport's).
+A call waiting for a free thread is still within its deadline.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import heapq
 import itertools
@@ -90,6 +125,8 @@ from ._registry import Registry
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+
+    from outcome import Outcome
 
 __all__ = ["ActorInfo", "Runtime", "RuntimeConfig", "RuntimeStatistics", "open_runtime"]
 
@@ -128,6 +165,10 @@ class RuntimeConfig:
     """On shutdown, how long accepted calls may keep running before they are cancelled."""
     stop_timeout: float = attrs.field(default=10.0, validator=_positive)
     """How long one state's ``on_stop`` hook may take."""
+    heavy_threads: int = attrs.field(default=2, validator=_positive)
+    """How many heavy sync handlers may run at once, each in a worker thread; more wait.
+
+    Each one competes with the event loop for the GIL, so few is better for the loop."""
     policy: ContextPolicy = DEFAULT_POLICY
     """How context fields are checked (lenient default session, or strict)."""
 
@@ -206,6 +247,34 @@ class _Envelope:
 
 
 @attrs.define(eq=False)
+class _Worker:
+    """One heavy handler's run in a worker thread, and how its actor learns that it ended."""
+
+    limiter: trio.CapacityLimiter
+    token: trio.lowlevel.TrioToken = attrs.field(factory=trio.lowlevel.current_trio_token)
+    finished: trio.Event = attrs.field(factory=trio.Event)
+    result: Outcome[CallResult] | None = None
+
+    async def start(self, work: Callable[[], CallResult], name: str) -> None:
+        """Start `work` in a thread once the limiter has room (cancellable until then)."""
+        await self.limiter.acquire_on_behalf_of(self)
+        # Nothing between the acquisition and the start can be cancelled: once
+        # this returns, a thread runs and only `finished` says when it ends.
+        trio.lowlevel.start_thread_soon(work, self._deliver, name)
+
+    def _deliver(self, result: Outcome[CallResult]) -> None:
+        # In the worker thread. Once trio.run has returned nobody waits any
+        # more (the actor gave up on the thread at shutdown): drop the result.
+        with contextlib.suppress(trio.RunFinishedError):
+            self.token.run_sync_soon(self._finish, result)
+
+    def _finish(self, result: Outcome[CallResult]) -> None:
+        self.limiter.release_on_behalf_of(self)
+        self.result = result
+        self.finished.set()
+
+
+@attrs.define(eq=False)
 class _Actor:
     """The task that owns one key's state, and the router's handle on it."""
 
@@ -224,6 +293,7 @@ class _Actor:
     tenant: str | None = None  # whose share the state counts against, under a cap
     stopped: bool = False  # on_stop has run
     current: _Envelope | None = None
+    worker: _Worker | None = None  # the thread of a heavy call, from its start to its end
     cancelled: bool = False  # the runtime cancelled it (shutdown_grace is over)
     scope: trio.CancelScope | None = None  # a background state's cancellable part, if any
     finished: bool = False
@@ -305,6 +375,7 @@ class Runtime:
         self._closing = False
         self._defaulted_tools: set[str] = set()  # tools called without a session so far
         self._timeout = math.inf if config.call_timeout is None else config.call_timeout
+        self._threads = trio.CapacityLimiter(config.heavy_threads)  # see "Heavy handlers"
         # TTL bookkeeping: a heap of (when to look at an actor again, tie-breaker, actor),
         # read by one reaper task. Entries go stale when an actor is used; the
         # reaper then pushes the actor back at its new expiry (lazy deletion).
@@ -667,6 +738,14 @@ class Runtime:
         on_stop = getattr(state, "on_stop", None)
         if on_stop is None:
             return
+        if not await self._outwait_thread(actor):
+            logger.error(
+                "on_stop of %s skipped: a heavy handler's thread still used the state "
+                "after stop_timeout (%g s)",
+                actor.key,
+                self._config.stop_timeout,
+            )
+            return
         # Shielded: on_stop releases resources (kills subprocesses, closes
         # files) and must run even when the actor was cancelled at shutdown.
         # Bounded, so a hook that hangs cannot hold shutdown forever.
@@ -678,10 +757,23 @@ class Runtime:
         if scope.cancelled_caught:
             logger.error("on_stop of %s overran stop_timeout and was cancelled", actor.key)
 
+    async def _outwait_thread(self, actor: _Actor) -> bool:
+        """Wait, up to stop_timeout, for a heavy thread the actor gave up on at shutdown.
+
+        on_stop must not run while a thread still uses the state (invariant 1).
+        Returns whether no thread does any more.
+        """
+        worker = actor.worker
+        if worker is None:
+            return True
+        with trio.CancelScope(shield=True), trio.move_on_after(self._config.stop_timeout):
+            await worker.finished.wait()
+        return worker.finished.is_set()
+
     async def _serve(self, actor: _Actor, state: object) -> None:
         """Serve calls until the mailbox is closed and drained."""
         heal = getattr(state, "heal", None) if actor.module.heal_before_call else None
-        if self._timeout == math.inf or not (heal or actor.module.has_async_tools):
+        if self._timeout == math.inf or not (heal or actor.module.has_awaited_tools):
             await self._serve_calls(actor, state, heal, None)  # nothing a deadline could cancel
             return
         while True:
@@ -691,7 +783,7 @@ class Runtime:
             with trio.CancelScope() as deadline:
                 await self._serve_calls(actor, state, heal, deadline)
                 return
-            self._time_out(actor)
+            await self._time_out(actor)
 
     async def _serve_calls(
         self,
@@ -711,15 +803,20 @@ class Runtime:
                 actor.pending -= 1
                 continue
             actor.current = envelope
+            tool = envelope.tool
             # Only code that awaits can be cancelled, so the deadline is armed
-            # for async handlers and hooks; a sync handler runs to completion.
-            armed = deadline is not None and (envelope.tool.is_async or heal is not None)
+            # for async and heavy handlers and for hooks; an inline sync
+            # handler runs to completion.
+            armed = deadline is not None and (tool.is_async or tool.heavy or heal is not None)
             if armed:
                 assert deadline is not None
                 deadline.deadline = trio.current_time() + timeout
             if heal is not None:
                 await run_hook(heal)  # raising here is an actor crash: the resource is gone
-            outcome = await self._invoke(state, envelope)
+            if tool.heavy:
+                outcome = await self._invoke_in_thread(actor, state, envelope)
+            else:
+                outcome = await self._invoke(state, envelope)
             if armed:
                 assert deadline is not None
                 deadline.deadline = math.inf
@@ -728,21 +825,32 @@ class Runtime:
             envelope.reply(outcome)
             # Drop the references before waiting again: an idle actor must not
             # keep its last call's arguments and result alive until its TTL.
-            del envelope, outcome
+            del envelope, tool, outcome
             actor.current = None
             actor.pending -= 1
             actor.idle_since = trio.current_time()
 
-    def _time_out(self, actor: _Actor) -> None:
-        """The deadline fired: fail the call that overran, if it is still unanswered."""
+    async def _time_out(self, actor: _Actor) -> None:
+        """The deadline fired: fail the call that overran, if it is still unanswered.
+
+        A heavy call's thread runs on: the key's turn lasts until it ends (see
+        "Heavy handlers"), so its next call never runs beside it. Only shutdown
+        cancels that wait, and then `_stop_state` finds the thread in
+        ``actor.worker``.
+        """
         envelope = actor.current
         actor.current = None
         if envelope is None or envelope.done.is_set():
             return  # the call finished just as the deadline fired
         self._counters.timeouts += 1
         self._counters.errors += 1
-        envelope.reply(CallTimeoutError(envelope.tool.full_name, actor.key, self._timeout))
-        actor.pending -= 1
+        tool = envelope.tool
+        envelope.reply(CallTimeoutError(tool.full_name, actor.key, self._timeout, heavy=tool.heavy))
+        del envelope
+        if actor.worker is not None:
+            await actor.worker.finished.wait()  # its result is dropped
+            actor.worker = None
+        actor.pending -= 1  # only now: until the thread ended, the actor was busy
         actor.idle_since = trio.current_time()
 
     @staticmethod
@@ -753,12 +861,34 @@ class Runtime:
             if tool.is_async:
                 value = await value
             return tool.result_of(value)
-        except ToolError as exc:
-            return CallResult.error(str(exc)).stamped(tool.service)
         except Exception as exc:
-            logger.exception("tool %s failed", tool.full_name)
-            message = f"tool {tool.full_name!r} failed: {type(exc).__name__}: {exc}"
-            return CallResult.error(message).stamped(tool.service)
+            return _failure(tool, exc)
+
+    async def _invoke_in_thread(
+        self, actor: _Actor, state: object, envelope: _Envelope
+    ) -> CallResult:
+        """Run a heavy handler in a worker thread; the actor keeps the key's turn meanwhile.
+
+        Cancelled (deadline or shutdown) once the thread has started, this
+        leaves it in ``actor.worker``: whoever goes on must wait for it.
+        """
+        worker = _Worker(self._threads)
+        name = f"heavy {envelope.tool.full_name} for {actor.key}"
+        await worker.start(functools.partial(self._invoke_sync, state, envelope), name)
+        actor.worker = worker
+        await worker.finished.wait()
+        actor.worker = None
+        assert worker.result is not None  # set before finished
+        return worker.result.unwrap()
+
+    @staticmethod
+    def _invoke_sync(state: object, envelope: _Envelope) -> CallResult:
+        """A heavy handler's call and result conversion, in its worker thread."""
+        tool = envelope.tool
+        try:
+            return tool.result_of(tool.invoke(state, envelope.context, envelope.arguments))
+        except Exception as exc:
+            return _failure(tool, exc)
 
     # ---- introspection and shutdown ------------------------------------------
 
@@ -802,6 +932,19 @@ class Runtime:
         self._nursery.cancel_scope.cancel()
         for actor in list(self._running):
             await actor.wait_finished()
+
+
+def _failure(tool: Tool, exc: Exception) -> CallResult:
+    """The error result of a handler that raised `exc`; call it where `exc` is being handled.
+
+    A ToolError's text is the whole message; anything else is logged with its
+    traceback and named in the result.
+    """
+    if isinstance(exc, ToolError):
+        return CallResult.error(str(exc)).stamped(tool.service)
+    logger.exception("tool %s failed", tool.full_name)
+    message = f"tool {tool.full_name!r} failed: {type(exc).__name__}: {exc}"
+    return CallResult.error(message).stamped(tool.service)
 
 
 def _sole_cause(exc: Exception) -> Exception:

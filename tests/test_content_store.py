@@ -7,9 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
 from actors import ArgumentsError, RuntimeConfig, open_runtime
-from actors.modules import content_store
+from actors.modules import ContentLimits, content_store, content_store_with
+from actors.modules._content_store import _line_count
 
 from ._calls import ModuleCalls
 
@@ -68,7 +71,9 @@ class TestIsolation:
         self, autojump_clock: trio.testing.MockClock
     ) -> None:
         """After the TTL the session's state is gone, and a new call starts an empty store."""
-        async with open_runtime([content_store], RuntimeConfig(ttl=10)) as runtime:
+        # No deadline: the autojump clock runs on while a heavy tool's thread works.
+        config = RuntimeConfig(ttl=10, call_timeout=None)
+        async with open_runtime([content_store], config) as runtime:
             first = await data(runtime, "create_store", "s1")
             await data(runtime, "add_content", "s1", filename="a.txt", content="a")
             await trio.sleep(11)
@@ -273,3 +278,184 @@ class TestSearch:
     ) -> None:
         """A limit out of range or a query without words is a tool error naming it."""
         assert await error(runtime, "search_content", "s1", **arguments) == message
+
+
+SMALL = ContentLimits(
+    max_items=2,
+    max_item_bytes=10,
+    max_store_bytes=15,
+    max_filename_chars=8,
+    max_query_chars=20,
+    max_query_terms=3,
+)
+
+
+class TestLimits:
+    @pytest.fixture
+    async def runtime(self) -> AsyncIterator[Runtime]:
+        """A store with small limits, holding one item of six bytes."""
+        async with open_runtime([content_store_with(SMALL)]) as runtime:
+            await data(runtime, "add_content", "s1", filename="a.txt", content="hello!")
+            yield runtime
+
+    @pytest.mark.parametrize(
+        ("arguments", "message"),
+        [
+            (
+                {"filename": "abcdefghi.txt", "content": "x"},
+                "Error: the filename is 13 characters, over the limit of 8 "
+                "(max_filename_chars); nothing was added",
+            ),
+            (
+                {"filename": "b.txt", "content": "x" * 11},
+                "Error: the content is 11 characters, more than the limit of 10 bytes per item "
+                "(max_item_bytes); nothing was added",
+            ),
+            (
+                {"filename": "b.txt", "content": "é" * 6},  # six characters, twelve bytes
+                "Error: the content is 12 bytes of UTF-8, over the limit of 10 bytes per item "
+                "(max_item_bytes); nothing was added",
+            ),
+            (
+                {"filename": "b.txt", "content": "x" * 10},
+                "Error: the store holds 6 bytes and this content is 10, together over the "
+                "store's limit of 15 bytes (max_store_bytes); nothing was added",
+            ),
+            (
+                {"filename": "b.txt", "content": "ok \ud800"},  # JSON can carry a lone surrogate
+                "Error: the content is not valid Unicode text (surrogates not allowed at "
+                "character 3); nothing was added",
+            ),
+            (
+                {"filename": "\udfff.txt", "content": "x"},
+                "Error: the filename is not valid Unicode text (surrogates not allowed at "
+                "character 0); nothing was added",
+            ),
+        ],
+    )
+    async def test_an_add_past_a_limit_is_refused_naming_it_and_changes_nothing(
+        self, runtime: Runtime, arguments: dict[str, Any], message: str
+    ) -> None:
+        """Each limit of an add is a tool error naming it; the store stays as it was."""
+        before = await data(runtime, "list_contents", "s1")
+        assert await error(runtime, "add_content", "s1", **arguments) == message
+        assert await data(runtime, "list_contents", "s1") == before
+        # and the room it did not take is still there
+        assert (await data(runtime, "add_content", "s1", filename="b", content="x" * 9))[
+            "id"
+        ] == "c2"
+
+    async def test_a_full_store_refuses_another_item(self, runtime: Runtime) -> None:
+        """max_items counts items whatever their size."""
+        await data(runtime, "add_content", "s1", filename="b.txt", content="")
+        before = await data(runtime, "list_contents", "s1")
+        assert await error(runtime, "add_content", "s1", filename="c.txt", content="") == (
+            "Error: the store already holds 2 items, its limit (max_items); nothing was added"
+        )
+        assert await data(runtime, "list_contents", "s1") == before
+
+    async def test_limits_are_per_session(self, runtime: Runtime) -> None:
+        """Another session's store has all of its own room."""
+        added = await data(runtime, "add_content", "s2", filename="b", content="x" * 10)
+        assert added["size"] == 10
+
+    @pytest.mark.parametrize(
+        ("query", "message"),
+        [
+            (
+                "a" * 21,
+                "Error: the query is 21 characters, over the limit of 20 (max_query_chars); "
+                "search for fewer words",
+            ),
+            (
+                "one two three four",
+                "Error: the query has 4 distinct words, over the limit of 3 (max_query_terms); "
+                "keep the words that matter",
+            ),
+        ],
+    )
+    async def test_a_query_past_a_limit_is_refused_naming_it(
+        self, runtime: Runtime, query: str, message: str
+    ) -> None:
+        """Long or many-worded queries are tool errors naming the limit."""
+        assert await error(runtime, "search_content", "s1", query=query) == message
+
+    async def test_repeated_words_count_once_against_the_term_limit(self, runtime: Runtime) -> None:
+        """max_query_terms counts distinct words: repeating one is no more work."""
+        found = await data(runtime, "search_content", "s1", query="Hello hello HELLO x")
+        assert [hit["id"] for hit in found["results"]] == ["c1"]
+
+    async def test_a_huge_query_is_refused_by_the_default_limits(self) -> None:
+        """A hostile megabyte of query is refused by its length, whatever it holds."""
+        async with open_runtime([content_store]) as runtime:
+            message = await error(runtime, "search_content", "s1", query="ab " * 400_000)
+        assert message == (
+            "Error: the query is 1200000 characters, over the limit of 1000 (max_query_chars); "
+            "search for fewer words"
+        )
+
+    async def test_an_item_of_exactly_the_default_limit_fits_and_one_byte_more_does_not(
+        self,
+    ) -> None:
+        """The default item limit is 1 MiB of UTF-8."""
+        mib = 1024 * 1024
+        async with open_runtime([content_store]) as runtime:
+            added = await data(runtime, "add_content", "s1", filename="a", content="x" * mib)
+            message = await error(
+                runtime, "add_content", "s1", filename="b", content="x" * (mib + 1)
+            )
+        assert added["size"] == mib
+        assert message.endswith(
+            "more than the limit of 1048576 bytes per item (max_item_bytes); nothing was added"
+        )
+
+    def test_the_defaults(self) -> None:
+        """The documented defaults, and which tools run off the event loop."""
+        assert ContentLimits() == ContentLimits(
+            max_items=1_000,
+            max_item_bytes=1024 * 1024,
+            max_store_bytes=16 * 1024 * 1024,
+            max_filename_chars=256,
+            max_query_chars=1_000,
+            max_query_terms=32,
+        )
+        heavy = {name for name, tool in content_store.tools.items() if tool.heavy}
+        assert heavy == {"add_content", "search_content"}
+
+    @pytest.mark.parametrize("value", [0, -1, True, 1.5])
+    def test_a_limit_must_be_a_positive_int(self, value: object) -> None:
+        """A nonsensical limit is refused when the limits are made, naming it."""
+        with pytest.raises(ValueError, match=rf"^max_items must be a positive int, got {value!r}$"):
+            ContentLimits(max_items=value)  # type: ignore[arg-type]
+
+
+class TestBoundedWork:
+    async def test_a_snippet_is_chosen_from_the_start_of_a_large_item(self) -> None:
+        """A search reads at most 512 KiB for snippets: a match past that is ranked, not quoted."""
+        filler = "filler words only\n" * 40_000  # 720 000 bytes
+        async with open_runtime([content_store]) as runtime:
+            await data(
+                runtime,
+                "add_content",
+                "s1",
+                filename="big.txt",
+                content=f"first line\n{filler}the needle is here\nlast line",
+            )
+            found = await data(runtime, "search_content", "s1", query="needle")
+        assert [(hit["filename"], hit["snippet"]) for hit in found["results"]] == [
+            ("big.txt", "first line")
+        ]
+
+    async def test_lines_are_split_as_str_splitlines_splits_them(self) -> None:
+        """\\r\\n, \\r and the other Unicode breaks each end a line; the count says so too."""
+        content = "a\r\nb\rc\u2028d\n"
+        async with open_runtime([content_store]) as runtime:
+            added = await data(runtime, "add_content", "s1", filename="f", content=content)
+            read = await data(runtime, "read_content", "s1", id="c1", from_line=2, to_line=3)
+        assert added["lines"] == 4
+        assert read["content"] == "b\nc"
+
+    @given(st.text(alphabet=st.sampled_from("ab\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")))
+    def test_the_line_count_matches_splitlines(self, text: str) -> None:
+        """Lines are counted without being made, and the count is that of str.splitlines."""
+        assert _line_count(text) == len(text.splitlines())

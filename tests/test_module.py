@@ -84,6 +84,59 @@ class TestDefinition:
         with pytest.raises(ValueError, match=r"^module 'alpha' already has a tool named 'one'$"):
             module.tool(one)
 
+    def test_tool_takes_declarations_as_keywords_and_still_works_bare(self) -> None:
+        """`@module.tool`, `@module.tool()`, `@module.tool(heavy=True)` and the call form."""
+        module: ToolModule[None] = ToolModule("alpha", lambda _context: None)
+
+        def bare(state: None) -> str:
+            return "bare"
+
+        def empty(state: None) -> str:
+            return "empty"
+
+        def heavy(state: None) -> str:
+            return "heavy"
+
+        def called(state: None) -> str:
+            return "called"
+
+        assert module.tool(bare) is bare
+        assert module.tool()(empty) is empty
+        assert module.tool(heavy=True)(heavy) is heavy
+        assert module.tool(called, heavy=True) is called
+        assert {name: tool.heavy for name, tool in module.tools.items()} == {
+            "bare": False,
+            "empty": False,
+            "heavy": True,
+            "called": True,
+        }
+
+    def test_a_deadline_applies_to_modules_with_heavy_or_async_tools_only(self) -> None:
+        """has_awaited_tools: only what the actor awaits can be ended by a deadline."""
+        inline, heavy = module_with("alpha", "one"), module_with("beta", "one")
+
+        def two(state: None) -> str:
+            return "two"
+
+        heavy.tool(two, heavy=True)
+        assert (inline.has_awaited_tools, heavy.has_awaited_tools) == (False, True)
+
+    def test_heavy_is_refused_for_an_async_handler(self) -> None:
+        """An async handler yields at every await; heavy=True on it is a mistake, said plainly."""
+        module = module_with("alpha", "one")
+
+        async def fetch(state: None) -> str:
+            return "fetched"
+
+        with pytest.raises(
+            TypeError,
+            match=r"^tool 'fetch' of module 'alpha': heavy=True is for sync handlers \(they "
+            r"then run in a worker thread\), but this one is async; drop heavy=True, and move "
+            r"its CPU-heavy part into `await trio.to_thread.run_sync\(...\)`$",
+        ):
+            module.tool(heavy=True)(fetch)
+        assert list(module.tools) == ["one"]  # nothing was registered
+
     def test_module_ttl_must_be_positive(self) -> None:
         """A zero TTL would stop every actor immediately."""
         with pytest.raises(ValueError, match=r"^module 'alpha': ttl must be positive seconds"):

@@ -5,8 +5,10 @@
 explicitly because it runs programs.
 """
 
+from ._content_store import ContentLimits as ContentLimits
 from ._content_store import ContentStoreState as ContentStoreState
 from ._content_store import content_store as content_store
+from ._content_store import content_store_with as content_store_with
 from ._planning import PlanningState as PlanningState
 from ._planning import planning as planning
 from ._playbook_store import PlaybookStoreState as PlaybookStoreState

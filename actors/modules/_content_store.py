@@ -19,14 +19,39 @@ one item's filename plus its content, so a search for a filename finds it.
 Terms are lowercase runs of word characters (``\\w``, Unicode-aware, so
 Korean prose tokenizes too). IDF is the non-negative variant
 ``ln(1 + (N - n + 0.5) / (n + 0.5))``: a term that appears in every item
-still counts a little rather than pushing the score below zero.
+still counts a little rather than pushing the score below zero. A word
+repeated in the query counts as often as it is repeated.
 
 BM25 is written out here (about thirty lines) rather than taken from
 ``rank-bm25``: that package is unmaintained since 2022 and pulls in numpy,
 while the core depends only on trio, attrs and cattrs. Term counts are
-computed once per item when it is added; a search computes document
-frequencies over the session's items, which is cheap at the scale of one
-conversation's documents.
+computed once per item when it is added.
+
+Limits
+------
+Whatever a session asks for is bounded, so that no caller can make the server
+hold much memory or compute for long (`ContentLimits`): items per store
+(1 000), UTF-8 bytes per item (1 MiB) and per store (16 MiB), characters per
+filename (256), and per search the query's characters (1 000) and distinct
+words (32). Going past a limit is a tool error that names it, and nothing
+changes. `content_store_with` builds the module with other limits;
+``content_store`` is the module with these defaults.
+
+Memory is what the byte limit is for, so an item is kept compactly: its
+content as UTF-8 (a ``str`` takes up to four bytes per character: one emoji
+in ASCII text is enough), its line count rather than its lines, and its term
+counts as two arrays (`_Terms`). Measured with tracemalloc, a store keeps
+about 1.2 bytes per byte of content for prose and 3.6 at worst (text of
+words that are all distinct and as short as can be), where a Counter and a
+tuple of lines per item kept 3.8 and 21: 16 MiB of content costs at most
+about 57 MiB. Adding an item takes up to about 33 times its size for the
+moment it is tokenized, so 33 MiB for 1 MiB.
+
+Time: ``add_content`` (tokenizing up to 1 MiB) and ``search_content`` are
+heavy tools, run in worker threads. A search ranks with one lookup per item
+and distinct query word, and reads at most 512 KiB in all (the start of each
+hit) to choose its snippets; at the limits (1 000 items, 16 MiB, 32 words,
+100 results) that is about 40 ms.
 """
 
 from __future__ import annotations
@@ -34,8 +59,10 @@ from __future__ import annotations
 import math
 import re
 import secrets
+from array import array
+from bisect import bisect_left
 from collections import Counter
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, final
 
 import attrs
 
@@ -44,48 +71,129 @@ from protocol import CallResult, Scope, ToolContext
 from .._errors import ToolError
 from .._module import ToolModule
 
-__all__ = ["ContentStoreState", "content_store"]
+__all__ = ["ContentLimits", "ContentStoreState", "content_store", "content_store_with"]
 
 _K1: Final = 1.5
 _B: Final = 0.75
 _WORD: Final = re.compile(r"\w+")
 _MAX_LIMIT: Final = 100
 _SNIPPET_CHARS: Final = 160
+_SNIPPET_BUDGET: Final = 512 * 1024
+"""Bytes one search reads for snippets, shared by its hits: each one's first bytes."""
+# What str.splitlines() splits at; "\r\n" is one break.
+_LINE_BREAKS: Final = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+_MIB: Final = 1024 * 1024
+
+
+def _positive_int(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int or value < 1:
+        msg = f"{attribute.name} must be a positive int, got {value!r}"
+        raise ValueError(msg)
+
+
+@final
+@attrs.frozen
+class ContentLimits:
+    """What one session's content store accepts; going past a limit is a tool error naming it."""
+
+    max_items: int = attrs.field(default=1_000, validator=_positive_int)
+    """Items one store may hold (there is no delete: the store empties when its TTL expires)."""
+    max_item_bytes: int = attrs.field(default=_MIB, validator=_positive_int)
+    """Bytes of one item's content, in UTF-8."""
+    max_store_bytes: int = attrs.field(default=16 * _MIB, validator=_positive_int)
+    """Bytes of all the contents of one store, in UTF-8; it holds at most about 3.6 times that."""
+    max_filename_chars: int = attrs.field(default=256, validator=_positive_int)
+    """Characters of one item's filename."""
+    max_query_chars: int = attrs.field(default=1_000, validator=_positive_int)
+    """Characters of one search query, checked before it is split into words."""
+    max_query_terms: int = attrs.field(default=32, validator=_positive_int)
+    """Distinct words of one search query (a search costs a lookup per word and item)."""
 
 
 def _terms(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-@attrs.frozen(eq=False)  # the term Counter is unhashable; items are found by id anyway
+def _line_count(text: str) -> int:
+    """``len(text.splitlines())``, without making the lines (short lines cost ~60 bytes each)."""
+    if not text:
+        return 0
+    breaks = sum(text.count(char) for char in _LINE_BREAKS) - text.count("\r\n")
+    return breaks if text[-1] in _LINE_BREAKS else breaks + 1
+
+
+@final
+@attrs.frozen(eq=False)
+class _Terms:
+    """How often each term occurs in one item, at 12 bytes per distinct term.
+
+    A Counter keeps a str object and a dict entry per distinct term, about
+    100 bytes, which made text of unique short words cost twenty times its
+    size. Here the terms are kept as their hashes, sorted, beside their
+    counts. Two terms sharing a 64-bit hash would count as one: with the few
+    million terms of a full store, about one search in 10^11 could see it.
+    """
+
+    hashes: array[int]
+    counts: array[int]
+    total: int
+    """How many terms the item has, repeats included (its BM25 length)."""
+
+    @classmethod
+    def of(cls, *texts: str) -> _Terms:
+        """The terms of `texts` taken together."""
+        counter: Counter[str] = Counter()
+        for text in texts:  # one text's list of words alive at a time
+            counter.update(_terms(text))
+        order = sorted(counter, key=hash)
+        hashes = array("q", map(hash, order))
+        return cls(hashes, array("I", map(counter.__getitem__, order)), counter.total())
+
+    def count(self, term_hash: int) -> int:
+        """How often the term with this hash occurs."""
+        at = bisect_left(self.hashes, term_hash)
+        if at < len(self.hashes) and self.hashes[at] == term_hash:
+            return self.counts[at]
+        return 0
+
+
+@attrs.frozen(eq=False)
 class _Item:
     id: str
     filename: str
-    content: str
-    lines: tuple[str, ...]
-    terms: Counter[str]
+    content: bytes
+    """UTF-8, the most compact form: see the module docstring."""
+    lines: int
+    terms: _Terms
     """Term frequencies of filename and content, computed once for search."""
 
     @classmethod
-    def new(cls, item_id: str, filename: str, content: str) -> _Item:
-        terms = Counter(_terms(filename) + _terms(content))
-        return cls(item_id, filename, content, tuple(content.splitlines()), terms)
+    def new(cls, item_id: str, filename: str, content: str, encoded: bytes) -> _Item:
+        terms = _Terms.of(filename, content)
+        return cls(item_id, filename, encoded, _line_count(content), terms)
 
     @property
     def size(self) -> int:
-        return len(self.content.encode("utf-8"))
+        return len(self.content)
 
     def summary(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "filename": self.filename,
-            "size": self.size,
-            "lines": len(self.lines),
-        }
+        return {"id": self.id, "filename": self.filename, "size": self.size, "lines": self.lines}
 
-    def snippet(self, query: set[str]) -> str:
-        """The line sharing the most terms with `query`, trimmed; the first line if none does."""
-        best = max(self.lines, key=lambda line: len(query.intersection(_terms(line))), default="")
+    def read(self, first: int, last: int) -> str:
+        """Lines `first` to `last` (1-based, inclusive), joined with newlines."""
+        return "\n".join(self.content.decode().splitlines()[first - 1 : last])
+
+    def snippet(self, query: set[str], window: int) -> str:
+        """The line sharing the most terms with `query`, trimmed; the first line if none does.
+
+        Only the lines in the first `window` bytes are looked at, so that a
+        search costs the same however large its hits are.
+        """
+        # "ignore": the cut may fall inside a character.
+        lines = self.content[:window].decode(errors="ignore").splitlines()
+        if len(self.content) > window and len(lines) > 1:
+            lines.pop()  # cut short: a word cut there could pass for a query word
+        best = max(lines, key=lambda line: len(query.intersection(_terms(line))), default="")
         best = best.strip()
         if len(best) > _SNIPPET_CHARS:
             return best[: _SNIPPET_CHARS - 1] + "…"
@@ -94,17 +202,38 @@ class _Item:
 
 @attrs.define
 class ContentStoreState:
-    """One session's store: items in the order they were added."""
+    """One session's store: items in the order they were added, within its limits."""
 
     store_id: str = attrs.field(factory=lambda: f"store_{secrets.token_hex(4)}")
     """The store's id, stable for the life of the session's state."""
     items: dict[str, _Item] = attrs.field(factory=dict)
     """Item id → item, in insertion order."""
+    limits: ContentLimits = attrs.field(factory=ContentLimits, kw_only=True)
+    """What the store accepts."""
+    size: int = attrs.field(default=0, init=False)
+    """Bytes of all the items' contents, in UTF-8."""
 
     def add(self, filename: str, content: str) -> _Item:
-        """Store a new item and return it."""
-        item = _Item.new(f"c{len(self.items) + 1}", filename, content)
+        """Store a new item and return it; a ToolError, and no change, if it breaks a limit."""
+        limits = self.limits
+        _check_filename(filename, limits.max_filename_chars)
+        if len(self.items) >= limits.max_items:
+            msg = (
+                f"Error: the store already holds {len(self.items)} items, its limit "
+                "(max_items); nothing was added"
+            )
+            raise ToolError(msg)
+        encoded = _encoded(content, limits.max_item_bytes)
+        if self.size + len(encoded) > limits.max_store_bytes:
+            msg = (
+                f"Error: the store holds {self.size} bytes and this content is {len(encoded)}, "
+                f"together over the store's limit of {limits.max_store_bytes} bytes "
+                "(max_store_bytes); nothing was added"
+            )
+            raise ToolError(msg)
+        item = _Item.new(f"c{len(self.items) + 1}", filename, content, encoded)
         self.items[item.id] = item
+        self.size += item.size
         return item
 
     def find(self, item_id: str | None, filename: str | None) -> _Item:
@@ -135,46 +264,106 @@ class ContentStoreState:
             raise ToolError(msg)
         return matches[0]
 
-    def rank(self, query: list[str], limit: int) -> list[tuple[_Item, float]]:
+    def query_terms(self, query: str) -> Counter[str]:
+        """The words of `query` and how often each is repeated; ToolError past the limits."""
+        limits = self.limits
+        if len(query) > limits.max_query_chars:  # before any work on it
+            msg = (
+                f"Error: the query is {len(query)} characters, over the limit of "
+                f"{limits.max_query_chars} (max_query_chars); search for fewer words"
+            )
+            raise ToolError(msg)
+        terms = Counter(_terms(query))
+        if not terms:
+            msg = f"Error: query {query!r} has no words to search for"
+            raise ToolError(msg)
+        if len(terms) > limits.max_query_terms:
+            msg = (
+                f"Error: the query has {len(terms)} distinct words, over the limit of "
+                f"{limits.max_query_terms} (max_query_terms); keep the words that matter"
+            )
+            raise ToolError(msg)
+        return terms
+
+    def rank(self, query: Counter[str], limit: int) -> list[tuple[_Item, float]]:
         """The items scoring above zero for `query` under BM25, best first, at most `limit`."""
         items = list(self.items.values())
         if not items:
             return []
-        average = sum(item.terms.total() for item in items) / len(items) or 1.0
-        idf = {term: _idf(term, items) for term in set(query)}
-        scored = [(item, _bm25(item, query, idf, average)) for item in items]
+        keys = [hash(term) for term in query]
+        repeats = list(query.values())
+        counts = [[item.terms.count(key) for key in keys] for item in items]
+        average = sum(item.terms.total for item in items) / len(items) or 1.0
+        idf = [_idf(sum(1 for row in counts if row[at]), len(items)) for at in range(len(keys))]
+        scored = [
+            (item, _bm25(item.terms.total, row, repeats, idf, average))
+            for item, row in zip(items, counts, strict=True)
+        ]
         hits = [(item, score) for item, score in scored if score > 0]
         hits.sort(key=lambda hit: hit[1], reverse=True)  # stable: ties keep insertion order
         return hits[:limit]
 
 
-def _idf(term: str, items: list[_Item]) -> float:
-    containing = sum(1 for item in items if term in item.terms)
-    return math.log(1 + (len(items) - containing + 0.5) / (containing + 0.5))
+def _check_filename(filename: str, most: int) -> None:
+    if not filename.strip():
+        msg = "Error: filename must not be empty"
+        raise ToolError(msg)
+    if len(filename) > most:
+        msg = (
+            f"Error: the filename is {len(filename)} characters, over the limit of {most} "
+            "(max_filename_chars); nothing was added"
+        )
+        raise ToolError(msg)
+    _utf8(filename, "filename")
 
 
-def _bm25(item: _Item, query: list[str], idf: dict[str, float], average: float) -> float:
-    norm = _K1 * (1 - _B + _B * item.terms.total() / average)
-    score = 0.0
-    for term in query:
-        tf = item.terms[term]
-        score += idf[term] * tf * (_K1 + 1) / (tf + norm)
-    return score
+def _encoded(content: str, most: int) -> bytes:
+    """`content` in UTF-8, at most `most` bytes (max_item_bytes); ToolError otherwise."""
+    if len(content) > most:  # every character takes a byte or more: refuse before encoding
+        msg = (
+            f"Error: the content is {len(content)} characters, more than the limit of {most} "
+            "bytes per item (max_item_bytes); nothing was added"
+        )
+        raise ToolError(msg)
+    encoded = _utf8(content, "content")
+    if len(encoded) > most:
+        msg = (
+            f"Error: the content is {len(encoded)} bytes of UTF-8, over the limit of {most} "
+            "bytes per item (max_item_bytes); nothing was added"
+        )
+        raise ToolError(msg)
+    return encoded
 
 
-def _new_store(_context: ToolContext) -> ContentStoreState:
-    return ContentStoreState()
+def _utf8(text: str, what: str) -> bytes:
+    """`text` in UTF-8; a ToolError for a lone surrogate, which JSON can carry but UTF-8 cannot."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError as exc:
+        msg = (
+            f"Error: the {what} is not valid Unicode text ({exc.reason} at character "
+            f"{exc.start}); nothing was added"
+        )
+        raise ToolError(msg) from None
 
 
-content_store: ToolModule[ContentStoreState] = ToolModule(
-    "content_store",
-    _new_store,
-    scope=Scope.SESSION,
-    description="Text documents kept per session, readable by line range and searchable (BM25).",
-)
+def _idf(containing: int, total: int) -> float:
+    return math.log(1 + (total - containing + 0.5) / (containing + 0.5))
 
 
-@content_store.tool
+def _bm25(
+    length: int, counts: list[int], repeats: list[int], idf: list[float], average: float
+) -> float:
+    norm = _K1 * (1 - _B + _B * length / average)
+    return sum(
+        times * weight * tf * (_K1 + 1) / (tf + norm)
+        for tf, times, weight in zip(counts, repeats, idf, strict=True)
+    )
+
+
+# ---- the tools ------------------------------------------------------------------
+
+
 def create_store(state: ContentStoreState) -> CallResult:
     """Return the id of this session's content store; calling it again returns the same id."""
     return CallResult.both(
@@ -183,24 +372,22 @@ def create_store(state: ContentStoreState) -> CallResult:
     )
 
 
-@content_store.tool
 def add_content(
     state: ContentStoreState,
     filename: Annotated[str, "A name for the content, e.g. notes.md; need not be unique."],
     content: Annotated[str, "The text to store."],
 ) -> CallResult:
-    """Store a text document and return its id; adding a filename again adds a new item."""
-    if not filename.strip():
-        msg = "Error: filename must not be empty"
-        raise ToolError(msg)
+    """Store a text document and return its id; adding a filename again adds a new item.
+
+    A store holds a limited number of items and bytes; an error names the limit reached.
+    """
     item = state.add(filename, content)
     return CallResult.both(
-        f"Added {item.id}: {item.filename} ({item.size} bytes, {len(item.lines)} lines)",
+        f"Added {item.id}: {item.filename} ({item.size} bytes, {item.lines} lines)",
         {**item.summary(), "storeId": state.store_id},
     )
 
 
-@content_store.tool
 def list_contents(state: ContentStoreState) -> CallResult:
     """List the documents in this session's store with their ids and sizes."""
     summaries = [item.summary() for item in state.items.values()]
@@ -215,7 +402,6 @@ def list_contents(state: ContentStoreState) -> CallResult:
     return CallResult.both(text, {"items": summaries, "count": len(summaries)})
 
 
-@content_store.tool
 def read_content(
     state: ContentStoreState,
     id: Annotated[str | None, "The item's id, from add_content or list_contents."] = None,
@@ -226,14 +412,14 @@ def read_content(
     """Read a document, whole or a 1-based inclusive line range; name it by id or by filename."""
     item = state.find(id, filename)
     first, last = _line_range(item, from_line, to_line)
-    text = "\n".join(item.lines[first - 1 : last])
+    text = item.read(first, last)
     data = {**item.summary(), "fromLine": first, "toLine": last, "content": text}
     return CallResult.both(text, data)
 
 
 def _line_range(item: _Item, from_line: int | None, to_line: int | None) -> tuple[int, int]:
     """Check a requested range against `item`; an end past the last line is clamped to it."""
-    total = len(item.lines)
+    total = item.lines
     first = 1 if from_line is None else from_line
     last = total if to_line is None else min(to_line, total)
     if from_line is None and to_line is None:
@@ -250,24 +436,30 @@ def _line_range(item: _Item, from_line: int | None, to_line: int | None) -> tupl
     return first, last
 
 
-@content_store.tool
 def search_content(
     state: ContentStoreState,
-    query: Annotated[str, "Words to look for; ranked by BM25 over filename and content."],
+    query: Annotated[
+        str,
+        "A few words to look for (long queries are refused); "
+        "ranked by BM25 over filename and content.",
+    ],
     limit: Annotated[int, "How many results at most, 1 to 100."] = 5,
 ) -> CallResult:
     """Search this session's documents and return the best matches with a snippet each."""
     if not 1 <= limit <= _MAX_LIMIT:
         msg = f"Error: limit must be between 1 and {_MAX_LIMIT}, got {limit}"
         raise ToolError(msg)
-    terms = _terms(query)
-    if not terms:
-        msg = f"Error: query {query!r} has no words to search for"
-        raise ToolError(msg)
-    words = set(terms)
+    terms = state.query_terms(query)
+    hits = state.rank(terms, limit)
+    words, window = set(terms), _SNIPPET_BUDGET // max(len(hits), 1)
     results = [
-        {"id": item.id, "filename": item.filename, "score": score, "snippet": item.snippet(words)}
-        for item, score in state.rank(terms, limit)
+        {
+            "id": item.id,
+            "filename": item.filename,
+            "score": score,
+            "snippet": item.snippet(words, window),
+        }
+        for item, score in hits
     ]
     return CallResult.both(
         _search_text(query, results), {"results": results, "count": len(results)}
@@ -283,3 +475,34 @@ def _search_text(query: str, results: list[dict[str, Any]]) -> str:
         for rank, r in enumerate(results, 1)
     )
     return "\n".join(lines)
+
+
+def content_store_with(limits: ContentLimits) -> ToolModule[ContentStoreState]:
+    """A ``content_store`` module whose stores keep to `limits`.
+
+    ``content_store`` is the one with the default limits; a host that wants
+    others serves ``content_store_with(ContentLimits(max_store_bytes=...))``
+    instead (both are named ``content_store``).
+    """
+
+    def new_store(_context: ToolContext) -> ContentStoreState:
+        return ContentStoreState(limits=limits)
+
+    module: ToolModule[ContentStoreState] = ToolModule(
+        "content_store",
+        new_store,
+        scope=Scope.SESSION,
+        description=(
+            "Text documents kept per session, readable by line range and searchable (BM25)."
+        ),
+    )
+    module.tool(create_store)
+    module.tool(add_content, heavy=True)  # tokenizes up to max_item_bytes
+    module.tool(list_contents)
+    module.tool(read_content)
+    module.tool(search_content, heavy=True)  # ranks the store, scans its hits for snippets
+    return module
+
+
+content_store: Final[ToolModule[ContentStoreState]] = content_store_with(ContentLimits())
+"""The content store with the default `ContentLimits`."""
