@@ -101,6 +101,7 @@ _META_SPELLINGS: Final = {
     "thread_id": "thread_id",
 }
 _CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _ACCEPTED_ARGUMENTS: Final = ", ".join(_ARGUMENT_SPELLINGS)
 _ACCEPTED_META: Final = ", ".join(_META_SPELLINGS)
 # How errors spell a field when they suggest it.
@@ -132,6 +133,14 @@ def _check_id(source: str, value: object, policy: ContextPolicy) -> str:
         msg = (
             f"context field {source!r} contains the control character "
             f"{match.group()!r} at index {match.start()}"
+        )
+        raise ContextError(msg)
+    if match := _SURROGATE.search(value):
+        # JSON's "\ud800" escape decodes to a lone surrogate, which no store,
+        # log or wire encoding can write: it would fail other keys' saves too.
+        msg = (
+            f"context field {source!r} contains the lone surrogate "
+            f"{match.group()!r} at index {match.start()}; ids must be valid Unicode text"
         )
         raise ContextError(msg)
     return value

@@ -146,6 +146,12 @@ class TestBadContext:
         with pytest.raises(ContextError, match=r"contains the control character .* at index \d+$"):
             extract_context({"__sessionId": bad})
 
+    @pytest.mark.parametrize("bad", ["a\ud800b", "\udfff", "x" + "\udc80"])
+    def test_lone_surrogates_are_refused(self, bad: str) -> None:
+        """JSON's \\ud800 escape decodes to text no store or log can encode: refused."""
+        with pytest.raises(ContextError, match=r"contains the lone surrogate .* at index \d+;"):
+            extract_context({"__sessionId": "s"}, {"assistantId": bad})
+
     @pytest.mark.parametrize("typo", ["__sessionid", "__session", "__SessionId", "__foo"])
     def test_unknown_double_underscore_keys_are_refused(self, typo: str) -> None:
         """A typo never falls silently into the default session."""

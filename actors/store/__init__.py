@@ -1,0 +1,17 @@
+"""State stores: where durable module state lives, one versioned blob per actor key.
+
+async with open_store("sqlite:///state.db") as store:
+    async with open_runtime(modules, store=store) as runtime:
+        ...
+
+``memory`` for tests, SQLite (the embedded default, stdlib ``sqlite3``) and
+PostgreSQL (psycopg 3, the ``postgres`` extra) when several processes share
+keys. Saves waiting together are committed together (group commit).
+"""
+
+from ._base import StateStore as StateStore
+from ._base import Stored as Stored
+from ._base import StoreError as StoreError
+from ._base import VersionConflict as VersionConflict
+from ._memory import MemoryStore as MemoryStore
+from ._open import open_store as open_store

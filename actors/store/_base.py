@@ -1,0 +1,109 @@
+"""What every state store offers: versioned blobs per actor key.
+
+The contract is small on purpose, so that a store is easy to add and easy to
+reason about:
+
+* ``load(key)`` → the key's `Stored` (version and blob), or ``None``;
+* ``save(key, blob, expected)`` → the new version, when the stored version is
+  still ``expected`` (``None``: nothing stored yet); otherwise `VersionConflict`
+  and nothing is written. This is the fence that makes one writer per key
+  certain even when two processes both believe they own it;
+* ``delete_session(session_id)`` removes every key of a session;
+* ``sweep(retention)`` removes every key not written for ``retention`` seconds.
+
+A store raises `StoreError` (or `VersionConflict`) and nothing else; a save
+that raises was not acknowledged, whether or not it reached the disk.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Protocol, final
+
+import attrs
+
+from protocol import ActorKey, ToolContext
+
+__all__ = [
+    "StateStore",
+    "StoreError",
+    "Stored",
+    "VersionConflict",
+    "decode_key",
+    "encode_key",
+]
+
+
+class StoreError(Exception):
+    """The state store failed: unreachable, locked, corrupt, full. The message says which."""
+
+
+class VersionConflict(StoreError):
+    """Someone else wrote the key since it was loaded: this writer's copy is stale."""
+
+    def __init__(self, key: ActorKey, expected: int | None, found: int | None) -> None:
+        self.key = key
+        self.expected = expected
+        self.found = found
+        expected_text = "nothing stored" if expected is None else f"version {expected}"
+        found_text = "nothing stored" if found is None else f"version {found}"
+        super().__init__(
+            f"state of {key} changed under this writer: expected {expected_text}, "
+            f"found {found_text}; another process owns the key now"
+        )
+
+
+@final
+@attrs.frozen
+class Stored:
+    """One key's state as stored."""
+
+    version: int
+    """Starts at 1 and grows by one with every save."""
+    blob: bytes
+    """The serialized state, opaque to the store."""
+
+
+class StateStore(Protocol):
+    """Where durable module state lives: one versioned blob per actor key."""
+
+    @property
+    def url(self) -> str:
+        """Where the store is, for logs and errors (no password)."""
+        ...
+
+    async def load(self, key: ActorKey) -> Stored | None:
+        """The key's stored state, or ``None`` when it has none."""
+        ...
+
+    async def save(self, key: ActorKey, blob: bytes, expected: int | None) -> int:
+        """Write `blob` if the stored version is `expected`; return the new version.
+
+        Raises VersionConflict (nothing written) or StoreError. Saves waiting at
+        the same time are committed together (group commit).
+        """
+        ...
+
+    async def delete_session(self, session_id: str) -> int:
+        """Delete every key of `session_id`, in every module; return how many."""
+        ...
+
+    async def sweep(self, retention: float) -> int:
+        """Delete the keys not written for `retention` seconds; return how many."""
+        ...
+
+
+def encode_key(key: ActorKey) -> str:
+    """The key as one unambiguous text: a JSON array, absent parts ``null``."""
+    context = key.context
+    return json.dumps(
+        [key.module, context.session_id, context.assistant_id, context.thread_id],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def decode_key(text: str) -> ActorKey:
+    """The inverse of `encode_key`."""
+    module, session, assistant, thread = json.loads(text)
+    return ActorKey(module, ToolContext(session, assistant, thread))

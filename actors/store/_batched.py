@@ -1,0 +1,236 @@
+"""Group commit: a trio front for a store whose driver blocks (sqlite3, psycopg).
+
+Every load and save waits in a queue; one task per queue takes everything
+waiting, hands it to the driver in a worker thread as one batch (one
+transaction for saves), and wakes each caller with its own result. While a
+batch runs, the next one gathers, so under load the cost of a commit (an
+fsync for SQLite) is shared by every call that was waiting for it, and with
+no load a single save goes out at once. The event loop never blocks on the
+driver.
+
+Cancellation: a caller cancelled while its save waits in the queue withdraws
+it; once its batch has gone to the driver the save completes or fails as a
+whole, and a cancelled caller just does not hear which. Either way nothing
+was acknowledged to the caller's caller, which is what durability promises.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar, final
+
+import attrs
+import trio
+
+from ._base import Stored, StoreError, VersionConflict, encode_key
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Sequence
+
+    from protocol import ActorKey
+
+__all__ = ["Backend", "Conflict", "Write", "open_batched"]
+
+_MAX_BATCH: Final = 1000  # bounds one transaction's size and one thread hop's latency
+
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
+
+
+@final
+@attrs.frozen
+class Write:
+    """One save as the driver sees it."""
+
+    key: str
+    """`encode_key` of the actor key."""
+    session: str
+    """The key's session, kept in its own column for `delete_session`."""
+    blob: bytes
+    expected: int | None
+    """The version the writer loaded; ``None`` when it found nothing stored."""
+
+
+@final
+@attrs.frozen
+class Conflict:
+    """A save refused because the stored version was not the expected one."""
+
+    found: int | None
+    """The version stored now; ``None`` if there is none (it was deleted)."""
+
+
+class Backend(Protocol):
+    """A blocking driver. Called from one worker thread at a time per method kind."""
+
+    url: str
+
+    def load_many(self, keys: Sequence[str]) -> list[tuple[int, bytes] | None]:
+        """(version, blob) or None for each key, in order."""
+        ...
+
+    def commit(self, writes: Sequence[Write], now: float) -> list[int | Conflict]:
+        """Apply `writes` in order in one transaction; the new version or a Conflict each."""
+        ...
+
+    def delete_session(self, session: str) -> int:
+        """Delete every key of `session`; how many."""
+        ...
+
+    def sweep(self, cutoff: float) -> int:
+        """Delete every key written before `cutoff` (seconds since the epoch); how many."""
+        ...
+
+    def close(self) -> None:
+        """Release the connections."""
+        ...
+
+
+@attrs.define(eq=False)
+class _Waiter(Generic[ItemT, ResultT]):
+    item: ItemT
+    done: trio.Event = attrs.field(factory=trio.Event)
+    result: ResultT | None = None
+    error: StoreError | None = None
+    withdrawn: bool = False
+
+
+@attrs.define(eq=False)
+class _Queue(Generic[ItemT, ResultT]):
+    """Items waiting for the next batch, and the task that runs the batches."""
+
+    run: Callable[[list[ItemT]], list[ResultT]]
+    """The driver call, made in a worker thread with a whole batch."""
+    describe: str
+    """What a batch does, for errors: "save", "load"."""
+    url: str
+    waiting: list[_Waiter[ItemT, ResultT]] = attrs.field(factory=list)
+    wake: trio.Event = attrs.field(factory=trio.Event)
+
+    async def submit(self, item: ItemT) -> ResultT:
+        waiter: _Waiter[ItemT, ResultT] = _Waiter(item)
+        self.waiting.append(waiter)
+        self.wake.set()
+        try:
+            await waiter.done.wait()
+        finally:
+            waiter.withdrawn = not waiter.done.is_set()  # still queued: it will be skipped
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.result  # type: ignore[return-value]  # set whenever error is not
+
+    def fail_waiting(self, error: StoreError) -> None:
+        """Answer everything still queued with `error` (the store is closing)."""
+        for waiter in self.waiting:
+            waiter.error = error
+            waiter.done.set()
+        self.waiting.clear()
+
+    async def serve(self) -> None:
+        """Run batches for as long as the store is open."""
+        while True:
+            await self.wake.wait()
+            self.wake = trio.Event()
+            while self.waiting:
+                batch = [w for w in self.waiting[:_MAX_BATCH] if not w.withdrawn]
+                del self.waiting[:_MAX_BATCH]
+                if batch:
+                    await self._run(batch)
+
+    async def _run(self, batch: list[_Waiter[ItemT, ResultT]]) -> None:
+        items = [waiter.item for waiter in batch]
+        try:
+            # Not abandoned on cancellation: a commit in flight is waited for,
+            # so that closing the store never leaves a transaction half-told.
+            results = await trio.to_thread.run_sync(self.run, items)
+        except StoreError as exc:
+            for waiter in batch:
+                waiter.error = exc
+                waiter.done.set()
+            return
+        except Exception as exc:  # the driver's own error: name the store and the action
+            error = StoreError(f"{self.describe} failed in {self.url}: {exc}")
+            for waiter in batch:
+                waiter.error = error
+                waiter.done.set()
+            return
+        for waiter, result in zip(batch, results, strict=True):
+            waiter.result = result
+            waiter.done.set()
+
+
+@final
+class BatchedStore:
+    """A `StateStore` over a blocking `Backend`, with group commit. Open with `open_batched`."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._saves: _Queue[Write, int | Conflict] = _Queue(
+            lambda writes: backend.commit(writes, time.time()), "save", backend.url
+        )
+        self._loads: _Queue[str, tuple[int, bytes] | None] = _Queue(
+            backend.load_many, "load", backend.url
+        )
+        self._admin = trio.CapacityLimiter(1)
+
+    @property
+    def url(self) -> str:
+        """Where the store is."""
+        return self._backend.url
+
+    async def load(self, key: ActorKey) -> Stored | None:
+        """The key's stored state, or ``None``."""
+        found = await self._loads.submit(encode_key(key))
+        return None if found is None else Stored(*found)
+
+    async def save(self, key: ActorKey, blob: bytes, expected: int | None) -> int:
+        """Write `blob` if the stored version is `expected`; the new version."""
+        outcome = await self._saves.submit(
+            Write(encode_key(key), key.context.session_id, blob, expected)
+        )
+        if isinstance(outcome, Conflict):
+            raise VersionConflict(key, expected, outcome.found)
+        return outcome
+
+    async def delete_session(self, session_id: str) -> int:
+        """Delete every key of `session_id`; how many."""
+        return await self._admin_call("delete_session", self._backend.delete_session, session_id)
+
+    async def sweep(self, retention: float) -> int:
+        """Delete the keys not written for `retention` seconds; how many."""
+        cutoff = time.time() - retention
+        return await self._admin_call("sweep", self._backend.sweep, cutoff)
+
+    async def _admin_call(self, what: str, call: Callable[[Any], int], argument: Any) -> int:
+        try:
+            return await trio.to_thread.run_sync(call, argument, limiter=self._admin)
+        except StoreError:
+            raise
+        except Exception as exc:
+            msg = f"{what} failed in {self.url}: {exc}"
+            raise StoreError(msg) from exc
+
+    async def _serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._saves.serve)
+            nursery.start_soon(self._loads.serve)
+            task_status.started()
+
+
+@asynccontextmanager
+async def open_batched(backend: Backend) -> AsyncIterator[BatchedStore]:
+    """Serve `backend` with group commit until the block ends, then close it."""
+    store = BatchedStore(backend)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(store._serve)
+            try:
+                yield store
+            finally:
+                nursery.cancel_scope.cancel()
+                closed = StoreError(f"the state store {backend.url} is closed")
+                store._saves.fail_waiting(closed)
+                store._loads.fail_waiting(closed)
+    finally:
+        await trio.to_thread.run_sync(backend.close)

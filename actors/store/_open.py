@@ -1,0 +1,71 @@
+"""``open_store(url)``: a state store from a URL, open for the length of a block."""
+
+from __future__ import annotations
+
+import urllib.parse
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+
+from ._base import StoreError
+from ._batched import open_batched
+from ._memory import MemoryStore
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from ._base import StateStore
+    from ._batched import Backend
+
+__all__ = ["open_store"]
+
+_FORMS = "'memory', 'sqlite:///path/to/state.db' or 'postgresql://user@host/db'"
+
+
+@asynccontextmanager
+async def open_store(url: str) -> AsyncIterator[StateStore]:
+    """Open the store `url` names until the block ends.
+
+    ``memory``; ``sqlite:///relative.db`` or ``sqlite:////absolute.db`` (a
+    file, made with its folders if missing); ``postgresql://…`` (a libpq URL;
+    needs the ``postgres`` extra). Raises ValueError for a URL of no known
+    form and StoreError for a store that cannot be opened (unwritable path,
+    not a database, server unreachable), before the block starts.
+    """
+    if url == "memory":
+        yield MemoryStore()
+        return
+    scheme = urllib.parse.urlsplit(url).scheme
+    if scheme == "sqlite":
+        backend = await trio.to_thread.run_sync(_sqlite_backend, url)
+    elif scheme in ("postgresql", "postgres"):
+        backend = await trio.to_thread.run_sync(_postgres_backend, url)
+    else:
+        msg = f"unknown state store URL {url!r}; expected {_FORMS}"
+        raise ValueError(msg)
+    async with open_batched(backend) as store:
+        yield store
+
+
+def _sqlite_backend(url: str) -> Backend:
+    from ._sqlite import SqliteBackend
+
+    # As SQLAlchemy spells it: sqlite:///relative.db, sqlite:////absolute.db.
+    rest = url.removeprefix("sqlite://")
+    if not rest.startswith("/") or not rest[1:].strip("/"):
+        msg = (
+            f"a SQLite URL names a file: sqlite:///state.db or sqlite:////abs/state.db, got {url!r}"
+        )
+        raise ValueError(msg)
+    return SqliteBackend(Path(rest[1:]).expanduser())
+
+
+def _postgres_backend(url: str) -> Backend:
+    try:
+        from ._postgres import PostgresBackend
+    except ImportError as exc:
+        msg = f"a PostgreSQL store needs psycopg: pip install 'mcp-actors[postgres]' ({exc})"
+        raise StoreError(msg) from None
+    return PostgresBackend(url)

@@ -1,0 +1,249 @@
+"""The PostgreSQL store: for several processes or machines sharing keys (psycopg 3).
+
+psycopg's async API needs asyncio, so this is a blocking driver behind
+`_batched`, like the SQLite one: its calls run in trio worker threads.
+
+Three connections, each for one kind of work, because `_batched` may run a
+load batch, a save batch and a maintenance call at the same time in three
+threads: one for saves, one for loads, one (opened on first use) for
+``delete_session`` and ``sweep``. A batch of saves is one transaction, sent
+in one round trip (pipeline mode); each write is an insert that does nothing
+if the key exists (expected ``None``) or an update of the expected version,
+so a stale writer changes nothing, whichever process it is in. Rows are
+written in key order, the same in every process, so two processes' batches
+that share keys wait for each other instead of deadlocking.
+
+A connection whose server went away (restart, failover, an administrator's
+kill) is opened again for the next batch; the batch it failed is not
+acknowledged. The URL's password appears in no ``url`` and no error.
+"""
+
+from __future__ import annotations
+
+import selectors
+import urllib.parse
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Final, final
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from ._base import StoreError
+from ._batched import Conflict
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from psycopg.rows import TupleRow
+
+    from ._batched import Write
+
+__all__ = ["PostgresBackend"]
+
+# libpq settings the URL may give; these apply when it does not. Without them
+# an unreachable host would hold open_store for over two minutes, and a server
+# that stops answering mid-batch would hold every save until the kernel gives up.
+_DEFAULTS: Final = {
+    "connect_timeout": "10",  # seconds
+    "tcp_user_timeout": "30000",  # milliseconds that sent data may stay unacknowledged
+}
+_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS actor_state (
+        key text PRIMARY KEY,
+        session text NOT NULL,
+        version bigint NOT NULL,
+        blob bytea NOT NULL,
+        updated_at double precision NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS actor_state_session ON actor_state (session)",
+    "CREATE INDEX IF NOT EXISTS actor_state_updated ON actor_state (updated_at)",
+)
+_INSERT: Final = (
+    "INSERT INTO actor_state (key, session, version, blob, updated_at) "
+    "VALUES (%s, %s, 1, %s, %s) ON CONFLICT (key) DO NOTHING RETURNING version"
+)
+_UPDATE: Final = (
+    "UPDATE actor_state SET version = version + 1, blob = %s, updated_at = %s "
+    "WHERE key = %s AND version = %s RETURNING version"
+)
+_SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword"})
+_LOAD: Final = "SELECT key, version, blob FROM actor_state WHERE key = ANY(%s)"
+_VERSIONS: Final = "SELECT key, version FROM actor_state WHERE key = ANY(%s)"
+
+
+@final
+class PostgresBackend:
+    """A PostgreSQL database as a `_batched.Backend`; opening makes the table if missing."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self._secrets = _without_password(url)
+        with self._reported(f"cannot open the state store {self.url}"):
+            conninfo = _with_defaults(url)
+        self._writer = _Link(conninfo)
+        self._reader = _Link(conninfo)
+        self._admin = _Link(conninfo)
+        try:
+            with self._reported(f"cannot open the state store {self.url}"):
+                _make_schema(self._writer.connection())
+                self._reader.connection()
+        except BaseException:
+            self.close()
+            raise
+
+    def load_many(self, keys: Sequence[str]) -> list[tuple[int, bytes] | None]:
+        """(version, blob) or None per key, in order: one query for the whole batch."""
+        with self._reported(f"load failed in {self.url}"):
+            rows = (
+                self._reader.connection()
+                .execute(_LOAD, (list(keys),), binary=True)  # blobs as they are, not hex text
+                .fetchall()
+            )
+        found = {key: (version, blob) for key, version, blob in rows}
+        return [found.get(key) for key in keys]
+
+    def commit(self, writes: Sequence[Write], now: float) -> list[int | Conflict]:
+        """Apply `writes` in order, in one transaction."""
+        with self._reported(f"save failed in {self.url}"):
+            return _commit(self._writer.connection(), writes, now)
+
+    def delete_session(self, session: str) -> int:
+        """Delete every key of `session`."""
+        return self._delete("delete_session", "DELETE FROM actor_state WHERE session = %s", session)
+
+    def sweep(self, cutoff: float) -> int:
+        """Delete every key written before `cutoff`."""
+        return self._delete("sweep", "DELETE FROM actor_state WHERE updated_at < %s", cutoff)
+
+    def _delete(self, what: str, statement: str, argument: str | float) -> int:
+        with self._reported(f"{what} failed in {self.url}"):
+            return self._admin.connection().execute(statement, (argument,)).rowcount
+
+    def close(self) -> None:
+        """Close the connections."""
+        for link in (self._writer, self._reader, self._admin):
+            link.close()
+
+    @contextmanager
+    def _reported(self, what: str) -> Iterator[None]:
+        """psycopg's errors as StoreError: `what` failed, then the cause, without the password."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            cause = str(exc).strip() or type(exc).__name__
+            for secret in self._secrets:
+                cause = cause.replace(secret, "***")
+            msg = f"{what}: {cause}"
+            # Not chained: the driver's error and its context may quote the password.
+            raise StoreError(msg) from None
+
+
+@final
+class _Link:
+    """One connection for one kind of work, opened on first use and again after it breaks."""
+
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._connection: psycopg.Connection[TupleRow] | None = None
+
+    def connection(self) -> psycopg.Connection[TupleRow]:
+        """The connection, new if there was none, or the last one broke or was hung up on."""
+        if self._connection is not None and not _usable(self._connection):
+            self.close()
+        if self._connection is None:
+            self._connection = psycopg.connect(self._conninfo, autocommit=True)
+        return self._connection
+
+    def close(self) -> None:
+        """Close the connection, if open; the next use opens a new one."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+def _usable(connection: psycopg.Connection[TupleRow]) -> bool:
+    """Whether an idle connection can take work, found without a round trip.
+
+    Between batches the server has nothing to say, unless it is saying
+    goodbye: a restart or an administrator's kill sends an error and closes
+    the socket. So a readable socket means the connection is done for, and
+    the batch about to use it goes to a new one instead of failing.
+    """
+    if connection.closed or connection.broken:
+        return False
+    with selectors.DefaultSelector() as selector:  # no limit on descriptor numbers, unlike select()
+        selector.register(connection.fileno(), selectors.EVENT_READ)
+        return not selector.select(timeout=0)
+
+
+def _make_schema(connection: psycopg.Connection[TupleRow]) -> None:
+    """Create the table if it is missing, and check that it has the columns the store uses."""
+    with connection.transaction():
+        if connection.execute("SELECT to_regclass('actor_state')").fetchone() == (None,):
+            # Two processes creating the table at once can both fail the catalog's
+            # unique checks, IF NOT EXISTS notwithstanding: creators take turns.
+            connection.execute("SELECT pg_advisory_xact_lock(hashtext('mcp-actors schema'))")
+            for statement in _SCHEMA:
+                connection.execute(statement)
+        connection.execute(
+            "SELECT key, session, version, blob, updated_at FROM actor_state LIMIT 0"
+        )
+
+
+def _commit(
+    connection: psycopg.Connection[TupleRow], writes: Sequence[Write], now: float
+) -> list[int | Conflict]:
+    # Key order for the row locks (no deadlock between processes); the sort is
+    # stable, so writes to one key keep their order, the only one that matters.
+    order = sorted(range(len(writes)), key=lambda index: writes[index].key)
+    with connection.pipeline(), connection.transaction():
+        cursors = {index: connection.execute(*_statement(writes[index], now)) for index in order}
+    rows = [cursors[index].fetchone() for index in range(len(writes))]
+    refused = [write.key for write, row in zip(writes, rows, strict=True) if row is None]
+    found: dict[str, int] = {}
+    if refused:
+        found = dict(connection.execute(_VERSIONS, (refused,)).fetchall())
+    return [
+        Conflict(found.get(write.key)) if row is None else row[0]
+        for write, row in zip(writes, rows, strict=True)
+    ]
+
+
+def _statement(write: Write, now: float) -> tuple[str, tuple[object, ...]]:
+    if write.expected is None:
+        return _INSERT, (write.key, write.session, write.blob, now)
+    return _UPDATE, (write.blob, now, write.key, write.expected)
+
+
+def _with_defaults(url: str) -> str:
+    """The libpq connection string for `url`, with `_DEFAULTS` where it is silent."""
+    given = conninfo_to_dict(url)
+    return make_conninfo(
+        url, **{name: value for name, value in _DEFAULTS.items() if name not in given}
+    )
+
+
+def _without_password(url: str) -> tuple[str, list[str]]:
+    """`url` without its secrets, and their spellings.
+
+    The secrets are the password (in the user part or the query) and the
+    client key's ``sslpassword``. Their spellings, as written and decoded
+    (libpq decodes %XX only), are what error messages must not contain: libpq
+    quotes parts of a malformed URL back.
+    """
+    scheme, netloc, path, query, fragment = urllib.parse.urlsplit(url)
+    userinfo, at, hosts = netloc.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    secrets = [password] if colon else []
+    kept = []
+    for item in query.split("&") if query else []:
+        name, _, value = item.partition("=")
+        if urllib.parse.unquote(name) in _SECRET_PARAMETERS:
+            secrets.append(value)
+        else:
+            kept.append(item)
+    spellings = {
+        spelling for secret in secrets for spelling in (secret, urllib.parse.unquote(secret))
+    }
+    shown = urllib.parse.urlunsplit((scheme, f"{user}{at}{hosts}", path, "&".join(kept), fragment))
+    # Longest first, so that no shorter spelling leaves part of a longer one.
+    return shown, sorted((s for s in spellings if s), key=len, reverse=True)

@@ -1,0 +1,140 @@
+"""The SQLite store: the embedded default, one file, write-ahead log, full fsync.
+
+Two connections: one for batches of saves (``BEGIN IMMEDIATE`` … ``COMMIT``,
+one transaction per batch) and one for loads and maintenance, so a load never
+waits for a commit's fsync (WAL lets readers and one writer go on together).
+Each is used by one worker thread at a time (`_batched` runs one batch of a
+kind at a time); ``check_same_thread`` is off because that thread is not
+always the same one.
+
+``synchronous=FULL``: a commit returns only after the log is on disk, so an
+acknowledged call survives a power loss as well as ``kill -9``. Several
+processes may share the file (a busy writer is waited for up to
+``busy_timeout``); for several machines, use PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING, Final, final
+
+from ._base import StoreError
+from ._batched import Conflict
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from ._batched import Write
+
+__all__ = ["SqliteBackend"]
+
+_BUSY_TIMEOUT_MS: Final = 5000
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS actor_state (
+    key TEXT PRIMARY KEY,
+    session TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    blob BLOB NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS actor_state_session ON actor_state (session);
+CREATE INDEX IF NOT EXISTS actor_state_updated ON actor_state (updated_at);
+"""
+_LOAD_CHUNK: Final = 500  # below SQLite's limit on bound parameters
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    connection = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000
+    )
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=FULL")
+    return connection
+
+
+@final
+class SqliteBackend:
+    """A SQLite file as a `_batched.Backend`; opening checks that it is a usable database."""
+
+    def __init__(self, path: Path) -> None:
+        self.url = f"sqlite:///{path}"
+        self._path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._writer = _connect(path)
+            self._writer.executescript(_SCHEMA)
+            self._reader = _connect(path)
+        except (OSError, sqlite3.Error) as exc:
+            msg = f"cannot open the state store {self.url}: {exc}"
+            raise StoreError(msg) from None
+
+    def load_many(self, keys: Sequence[str]) -> list[tuple[int, bytes] | None]:
+        """(version, blob) or None per key, in order."""
+        found: dict[str, tuple[int, bytes]] = {}
+        for start in range(0, len(keys), _LOAD_CHUNK):
+            chunk = keys[start : start + _LOAD_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            # Only '?' marks are formatted into the statement; the keys are bound.
+            rows = self._reader.execute(
+                f"SELECT key, version, blob FROM actor_state WHERE key IN ({marks})",
+                chunk,
+            )
+            found.update((key, (version, blob)) for key, version, blob in rows)
+        return [found.get(key) for key in keys]
+
+    def commit(self, writes: Sequence[Write], now: float) -> list[int | Conflict]:
+        """Apply `writes` in order, in one transaction."""
+        connection = self._writer
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            results = [self._apply(write, now) for write in writes]
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        return results
+
+    def _apply(self, write: Write, now: float) -> int | Conflict:
+        connection = self._writer
+        if write.expected is None:
+            cursor = connection.execute(
+                "INSERT INTO actor_state (key, session, version, blob, updated_at) "
+                "VALUES (?, ?, 1, ?, ?) ON CONFLICT (key) DO NOTHING",
+                (write.key, write.session, write.blob, now),
+            )
+            new_version = 1
+        else:
+            cursor = connection.execute(
+                "UPDATE actor_state SET version = version + 1, blob = ?, updated_at = ? "
+                "WHERE key = ? AND version = ?",
+                (write.blob, now, write.key, write.expected),
+            )
+            new_version = write.expected + 1
+        if cursor.rowcount == 1:
+            return new_version
+        row = connection.execute(
+            "SELECT version FROM actor_state WHERE key = ?", (write.key,)
+        ).fetchone()
+        return Conflict(None if row is None else row[0])
+
+    def delete_session(self, session: str) -> int:
+        """Delete every key of `session`."""
+        return self._delete("DELETE FROM actor_state WHERE session = ?", session)
+
+    def sweep(self, cutoff: float) -> int:
+        """Delete every key written before `cutoff`."""
+        return self._delete("DELETE FROM actor_state WHERE updated_at < ?", cutoff)
+
+    def _delete(self, statement: str, argument: str | float) -> int:
+        # Rare, and may run beside a load or a commit: a connection of its own.
+        connection = _connect(self._path)
+        try:
+            return connection.execute(statement, (argument,)).rowcount
+        finally:
+            connection.close()
+
+    def close(self) -> None:
+        """Close both connections."""
+        self._writer.close()
+        self._reader.close()
