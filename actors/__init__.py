@@ -6,12 +6,15 @@ async with open_runtime([planning]) as runtime:
     )
 """
 
+from ._durable import Durable as Durable
+from ._durable import StateLoadError as StateLoadError
 from ._errors import ActorCrashedError as ActorCrashedError
 from ._errors import ArgumentsError as ArgumentsError
 from ._errors import CallTimeoutError as CallTimeoutError
 from ._errors import CapacityError as CapacityError
 from ._errors import RuntimeCallError as RuntimeCallError
 from ._errors import RuntimeClosedError as RuntimeClosedError
+from ._errors import SessionEndingError as SessionEndingError
 from ._errors import ToolError as ToolError
 from ._errors import UnknownToolError as UnknownToolError
 from ._module import Tool as Tool

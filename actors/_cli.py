@@ -20,6 +20,7 @@ from protocol import ContextPolicy
 
 from ._demo import run_demo
 from ._runtime import RuntimeConfig
+from .store import StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -29,6 +30,7 @@ __all__ = ["MIN_TOKEN_LENGTH", "configure_logging", "main", "read_tokens"]
 _DEFAULT_MODULES: Final = "planning,playbook_store,content_store"
 # About 7 KB per idle context plus its state: a bound on memory a client cannot lift.
 _DEFAULT_MAX_ACTORS: Final = 10_000
+_DAY: Final = 24 * 3600.0
 _TENANT: Final = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 # A comment starts at a '#' that begins the line or follows white space.
 _COMMENT: Final = re.compile(r"(?:^|\s)#.*$")
@@ -359,6 +361,20 @@ def _add_runtime_options(serve: argparse.ArgumentParser) -> None:
         help="on SIGINT/SIGTERM, how long calls in flight may finish (default 10)",
     )
     group.add_argument(
+        "--state",
+        metavar="URL",
+        help="where durable state (planning, playbooks, content) is kept: sqlite:///PATH, "
+        "postgresql://USER@HOST/DB, or memory (lost on exit); default: "
+        "$XDG_STATE_HOME/mcp-actors/state.db (~/.local/state/...), printed at startup",
+    )
+    group.add_argument(
+        "--state-retention",
+        metavar="DAYS",
+        type=_seconds_or_zero,
+        default=30.0,
+        help="stored state not written for this many days is deleted; 0 keeps it (default 30)",
+    )
+    group.add_argument(
         "--require-session",
         action="store_true",
         help="strict context policy: refuse a call that names no session instead of using "
@@ -447,6 +463,7 @@ def _serve(args: argparse.Namespace) -> int:
                 call_timeout=args.call_timeout or None,
                 shutdown_grace=args.shutdown_grace,
                 heavy_threads=args.heavy_threads,
+                state_retention=args.state_retention * _DAY or None,
                 policy=ContextPolicy(require_session=args.require_session),
             ),
             http=args.http,
@@ -457,6 +474,7 @@ def _serve(args: argparse.Namespace) -> int:
             max_sessions_per_token=args.max_sessions_per_token,
             session_idle_timeout=args.session_idle_timeout,
             max_in_flight=args.max_in_flight,
+            state=args.state,
             max_request_bytes=args.max_request_bytes,
         )
         options.check()
@@ -466,7 +484,7 @@ def _serve(args: argparse.Namespace) -> int:
     failures: list[str] = []
     try:
         trio.run(serve, options)
-    except* OSError as group:  # the address is taken, the workspace root unusable, ...
+    except* (OSError, StoreError) as group:  # the address is taken, the store unusable, ...
         failures = [str(error) for error in _leaves(group)]
     if failures:
         parser.exit(1, f"{parser.prog}: error: cannot serve: {'; '.join(failures)}\n")

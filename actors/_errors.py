@@ -57,3 +57,7 @@ class CapacityError(RuntimeCallError):
 
 class ToolError(Exception):
     """Raise from a handler to return an error result whose text is exactly the message."""
+
+
+class SessionEndingError(RuntimeCallError):
+    """The call's session is being ended; once it is, the session starts afresh."""

@@ -29,6 +29,11 @@ long (ranking many documents, parsing a big input) with
 serves everyone else, and the per-call deadline applies to it (see the
 runtime's module docstring for what a deadline does to a thread, which cannot
 be stopped). Async handlers yield at every ``await`` and cannot be heavy.
+
+A module whose state must survive its actor (TTL expiry, eviction, a crash, a
+restart) declares ``durable=Durable(StateClass)``: with a store, the runtime
+loads the state when the actor starts and writes it after every call of a
+tool not declared ``read_only=True``, before the call's reply is sent.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Generic, TypeVar, final, overload
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final, overload
 
 import attrs
 import cattrs
@@ -45,6 +50,9 @@ import cattrs
 from protocol import BackendType, CallResult, Scope, ServiceInfo, TextContent, ToolContext
 
 from ._schema import Signature, signature_of
+
+if TYPE_CHECKING:
+    from ._durable import Durable
 
 __all__ = ["Tool", "ToolModule"]
 
@@ -112,6 +120,9 @@ class Tool:
     """Whether the handler is a coroutine function (decided once, at registration)."""
     heavy: bool = False
     """Whether a sync handler runs in a worker thread, off the event loop (``heavy=True``)."""
+    read_only: bool = False
+    """Whether the tool never changes its state (``read_only=True``): a durable module
+    then skips the write after it."""
 
     def invoke(self, state: object, context: ToolContext, arguments: dict[str, Any]) -> Any:
         """Call the handler; returns its result, or a coroutine when `is_async`."""
@@ -143,6 +154,8 @@ class ToolModule(Generic[StateT]):
     """What the module is for."""
     heal_before_call: bool = True
     """Run the state's ``heal()`` hook, if it has one, before every call."""
+    durable: Durable[StateT] | None = None
+    """How the state is stored, for a module whose state survives its actor; see `Durable`."""
     _tools: dict[str, Tool] = attrs.field(factory=dict, init=False)
 
     @name.validator
@@ -165,13 +178,22 @@ class ToolModule(Generic[StateT]):
         return self._tools
 
     @overload
-    def tool(self, handler: HandlerT, /, *, heavy: bool = False) -> HandlerT: ...
+    def tool(
+        self, handler: HandlerT, /, *, heavy: bool = False, read_only: bool = False
+    ) -> HandlerT: ...
 
     @overload
-    def tool(self, /, *, heavy: bool = False) -> Callable[[HandlerT], HandlerT]: ...
+    def tool(
+        self, /, *, heavy: bool = False, read_only: bool = False
+    ) -> Callable[[HandlerT], HandlerT]: ...
 
     def tool(
-        self, handler: Callable[..., Any] | None = None, /, *, heavy: bool = False
+        self,
+        handler: Callable[..., Any] | None = None,
+        /,
+        *,
+        heavy: bool = False,
+        read_only: bool = False,
     ) -> Callable[..., Any]:
         """Register a handler as a tool named after the function; its docstring describes it.
 
@@ -181,12 +203,14 @@ class ToolModule(Generic[StateT]):
         * ``heavy`` -- the sync handler may compute for long, so it runs in a
           worker thread rather than on the event loop. Refused for an async
           handler, which already lets the loop run at every ``await``.
+        * ``read_only`` -- the tool never changes the state, so a durable
+          module does not write the state after it. Declare it only when true:
+          a change made by a read-only tool is lost when the actor stops.
         """
-        if handler is None:
-            return functools.partial(self._register, heavy=heavy)
-        return self._register(handler, heavy=heavy)
+        options = functools.partial(self._register, heavy=heavy, read_only=read_only)
+        return options if handler is None else options(handler)
 
-    def _register(self, handler: HandlerT, *, heavy: bool) -> HandlerT:
+    def _register(self, handler: HandlerT, *, heavy: bool, read_only: bool) -> HandlerT:
         name = handler.__name__
         _check_name("tool", name)
         if name in self._tools:
@@ -209,6 +233,7 @@ class ToolModule(Generic[StateT]):
             service=ServiceInfo(self.name, name, BackendType.BUILTIN),
             is_async=is_async,
             heavy=heavy,
+            read_only=read_only,
         )
         return handler
 

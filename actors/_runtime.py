@@ -118,15 +118,20 @@ from ._errors import (
     CapacityError,
     RuntimeCallError,
     RuntimeClosedError,
+    SessionEndingError,
     ToolError,
 )
+from ._keeper import Keeper
 from ._module import Tool, ToolModule, run_hook
 from ._registry import Registry
+from .store import StoreError, VersionConflict
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 
     from outcome import Outcome
+
+    from .store import StateStore
 
 __all__ = ["ActorInfo", "Runtime", "RuntimeConfig", "RuntimeStatistics", "open_runtime"]
 
@@ -171,6 +176,8 @@ class RuntimeConfig:
     Each one competes with the event loop for the GIL, so few is better for the loop."""
     policy: ContextPolicy = DEFAULT_POLICY
     """How context fields are checked (lenient default session, or strict)."""
+    state_retention: float | None = attrs.field(default=30 * 24 * 3600.0, validator=_positive)
+    """Stored state not written for this many seconds is deleted (with a store); None keeps it."""
 
 
 @final
@@ -196,6 +203,12 @@ class RuntimeStatistics:
     """Calls whose handler overran the deadline."""
     duplicate_actors: int
     """Times a key's state was created while another was live. Always zero unless broken."""
+    state_writes: int = 0
+    """Durable states written to the store after a call."""
+    write_conflicts: int = 0
+    """Writes refused because another writer had changed the key (the call ran again)."""
+    write_failures: int = 0
+    """Writes that failed; their calls got an error and the state was reloaded."""
 
 
 @final
@@ -223,11 +236,15 @@ class _Counters:
     errors: int = 0
     timeouts: int = 0
     duplicate_actors: int = 0
+    state_writes: int = 0
+    write_conflicts: int = 0
+    write_failures: int = 0
 
 
 _Outcome = CallResult | RuntimeCallError
 _Route = tuple[str, str, str | None, str | None]  # module, then Scope.parts()
-_NO_STATE = object()  # the state factory has not run (or raised)
+_WRITE_ATTEMPTS = 3  # runs of one call whose write met another writer's change
+_SWEEP_INTERVAL = 3600.0  # seconds between retention sweeps, at most
 
 
 @attrs.define(eq=False)
@@ -360,10 +377,18 @@ class _Actor:
 class Runtime:
     """Routes tool calls to per-key actors. Create one with `open_runtime`."""
 
-    def __init__(self, nursery: trio.Nursery, registry: Registry, config: RuntimeConfig) -> None:
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        registry: Registry,
+        config: RuntimeConfig,
+        store: StateStore | None = None,
+    ) -> None:
         self._nursery = nursery
         self._registry = registry
         self._config = config
+        self._store = store
+        self._ending: set[str] = set()  # sessions being ended: their calls are refused
         # The routing table: each key's newest actor, least recently used first.
         self._actors: OrderedDict[_Route, _Actor] = OrderedDict()
         self._running: set[_Actor] = set()  # every actor task, routed or still stopping
@@ -449,6 +474,9 @@ class Runtime:
             if self._closing:
                 msg = "the runtime is shutting down and takes no new calls"
                 raise RuntimeClosedError(msg)
+            if self._ending and context.session_id in self._ending:
+                msg = f"session {context.session_id!r} is being ended; retry once it is"
+                raise SessionEndingError(msg)
             actor = self._actors.get(route)
             if actor is None or not actor.accepting:
                 actor = self._start(route, module, predecessor=actor)
@@ -627,30 +655,33 @@ class Runtime:
 
     async def _run_actor(self, actor: _Actor) -> None:
         key = actor.key
-        state: object = _NO_STATE
+        keeper = Keeper(key, actor.module, self._store)
+        started = False  # a state exists (made or loaded)
         error: Callable[[], RuntimeCallError] = self._shutdown_error
         try:
             await self._activate(actor)
-            state = actor.module.state(key.context)
-            await run_hook(getattr(state, "on_start", None))
-            background = getattr(state, "start_background", None)
+            await keeper.start()
+            started = True
+            await run_hook(getattr(keeper.state, "on_start", None))
+            background = getattr(keeper.state, "start_background", None)
             if background is None:
-                await self._serve(actor, state)
+                await self._serve(actor, keeper)
             else:
-                await self._serve_with_background(actor, state, background)
+                await self._serve_with_background(actor, keeper, background)
         except CapacityError as exc:
             error = functools.partial(CapacityError, str(exc))
         except Exception as exc:
             # Anything escaping the per-call handling kills only this actor:
-            # its pending calls fail, the next call to the key starts afresh.
+            # its pending calls fail, the next call to the key starts afresh
+            # (a durable state loads again from the store).
             self._counters.crashed += 1
             logger.exception("actor for %s crashed", key)
             error = functools.partial(ActorCrashedError, key, _sole_cause(exc))
         finally:
             actor.accepting = False
             self._counters.errors += actor.fail_pending(error)
-            if state is not _NO_STATE and not actor.stopped:
-                await self._stop_state(actor, state)
+            if started and not actor.stopped:
+                await self._stop_state(actor, keeper.state)
             self._release(actor)
             logger.debug("actor stopped for %s", key)
 
@@ -713,7 +744,7 @@ class Runtime:
         )
 
     async def _serve_with_background(
-        self, actor: _Actor, state: object, start: Callable[[trio.Nursery], object]
+        self, actor: _Actor, keeper: Keeper, start: Callable[[trio.Nursery], object]
     ) -> None:
         """Serve a state that runs tasks of its own, in a nursery its actor owns.
 
@@ -728,9 +759,9 @@ class Runtime:
                 try:
                     with actor.cancellable():
                         await run_hook(functools.partial(start, nursery))
-                        await self._serve(actor, state)
+                        await self._serve(actor, keeper)
                 finally:
-                    await self._stop_state(actor, state)
+                    await self._stop_state(actor, keeper.state)
                     nursery.cancel_scope.cancel()
 
     async def _stop_state(self, actor: _Actor, state: object) -> None:
@@ -770,29 +801,27 @@ class Runtime:
             await worker.finished.wait()
         return worker.finished.is_set()
 
-    async def _serve(self, actor: _Actor, state: object) -> None:
+    async def _serve(self, actor: _Actor, keeper: Keeper) -> None:
         """Serve calls until the mailbox is closed and drained."""
-        heal = getattr(state, "heal", None) if actor.module.heal_before_call else None
-        if self._timeout == math.inf or not (heal or actor.module.has_awaited_tools):
-            await self._serve_calls(actor, state, heal, None)  # nothing a deadline could cancel
+        awaited = keeper.heal or keeper.durable or actor.module.has_awaited_tools
+        if self._timeout == math.inf or not awaited:
+            await self._serve_calls(actor, keeper, None)  # nothing a deadline could cancel
             return
         while True:
             # One deadline scope serves many calls: its deadline is moved per
             # call, which is far cheaper than a new cancel scope per call. Once
             # it fires it stays cancelled, so a timeout starts a fresh one.
             with trio.CancelScope() as deadline:
-                await self._serve_calls(actor, state, heal, deadline)
+                await self._serve_calls(actor, keeper, deadline)
                 return
-            await self._time_out(actor)
+            await self._time_out(actor, keeper)
 
     async def _serve_calls(
-        self,
-        actor: _Actor,
-        state: object,
-        heal: Callable[[], object] | None,
-        deadline: trio.CancelScope | None,
+        self, actor: _Actor, keeper: Keeper, deadline: trio.CancelScope | None
     ) -> None:
         timeout = self._timeout
+        durable = keeper.durable is not None
+        heal = keeper.heal
         while True:
             try:
                 envelope = await actor.receive.receive()
@@ -805,18 +834,22 @@ class Runtime:
             actor.current = envelope
             tool = envelope.tool
             # Only code that awaits can be cancelled, so the deadline is armed
-            # for async and heavy handlers and for hooks; an inline sync
+            # for async and heavy handlers, hooks and store I/O; an inline sync
             # handler runs to completion.
-            armed = deadline is not None and (tool.is_async or tool.heavy or heal is not None)
+            armed = deadline is not None and (
+                tool.is_async or tool.heavy or heal is not None or durable
+            )
             if armed:
                 assert deadline is not None
                 deadline.deadline = trio.current_time() + timeout
+            if keeper.stale:  # a write failed or a call timed out: the store is right
+                await keeper.start()  # raising here is an actor crash; the next actor loads
+                heal = keeper.heal
             if heal is not None:
                 await run_hook(heal)  # raising here is an actor crash: the resource is gone
-            if tool.heavy:
-                outcome = await self._invoke_in_thread(actor, state, envelope)
-            else:
-                outcome = await self._invoke(state, envelope)
+            outcome = await self._run_call(actor, keeper, envelope)
+            if durable and not tool.read_only:
+                outcome = await self._write(actor, keeper, envelope, outcome)
             if armed:
                 assert deadline is not None
                 deadline.deadline = math.inf
@@ -830,13 +863,53 @@ class Runtime:
             actor.pending -= 1
             actor.idle_since = trio.current_time()
 
-    async def _time_out(self, actor: _Actor) -> None:
+    async def _run_call(self, actor: _Actor, keeper: Keeper, envelope: _Envelope) -> CallResult:
+        if envelope.tool.heavy:
+            return await self._invoke_in_thread(actor, keeper.state, envelope)
+        return await self._invoke(keeper.state, envelope)
+
+    async def _write(
+        self, actor: _Actor, keeper: Keeper, envelope: _Envelope, outcome: CallResult
+    ) -> CallResult:
+        """Store what the call changed before its reply goes out; the reply to send.
+
+        Another writer's change (a second process that also believed it owned
+        the key) makes the write fail without writing: the call runs again on
+        the state as stored now, a few times at most. A write that fails
+        otherwise is never acknowledged: the call gets an error result, and
+        the state is loaded again before the next call.
+        """
+        service = envelope.tool.service
+        for _attempt in range(_WRITE_ATTEMPTS):
+            try:
+                await keeper.save(heavy=envelope.tool.heavy)
+            except VersionConflict as exc:
+                self._counters.write_conflicts += 1
+                logger.warning("%s; loading it and running the call again", exc)
+                await keeper.start()
+                outcome = await self._run_call(actor, keeper, envelope)
+                continue
+            except StoreError as exc:
+                self._counters.write_failures += 1
+                logger.error("%s", exc)
+                text = f"the change was not saved, so it did not happen: {exc}; retry the call"
+                return CallResult.error(text).stamped(service)
+            self._counters.state_writes += 1
+            return outcome
+        text = (
+            f"the state of {actor.key} kept changing under this call (another process writes "
+            "the same key), so its change was not saved; retry the call"
+        )
+        return CallResult.error(text).stamped(service)
+
+    async def _time_out(self, actor: _Actor, keeper: Keeper) -> None:
         """The deadline fired: fail the call that overran, if it is still unanswered.
 
         A heavy call's thread runs on: the key's turn lasts until it ends (see
         "Heavy handlers"), so its next call never runs beside it. Only shutdown
         cancels that wait, and then `_stop_state` finds the thread in
-        ``actor.worker``.
+        ``actor.worker``. A durable state the call may have changed half-way
+        is loaded again before the next call: the store has what was replied.
         """
         envelope = actor.current
         actor.current = None
@@ -847,6 +920,8 @@ class Runtime:
         tool = envelope.tool
         envelope.reply(CallTimeoutError(tool.full_name, actor.key, self._timeout, heavy=tool.heavy))
         del envelope
+        if keeper.durable is not None and not tool.read_only:
+            keeper.stale = True
         if actor.worker is not None:
             await actor.worker.finished.wait()  # its result is dropped
             actor.worker = None
@@ -890,6 +965,50 @@ class Runtime:
         except Exception as exc:
             return _failure(tool, exc)
 
+    # ---- sessions and the store ---------------------------------------------
+
+    @property
+    def store(self) -> StateStore | None:
+        """Where durable modules' state is kept; ``None`` when it lives in memory only."""
+        return self._store
+
+    async def end_session(self, session_id: str) -> int:
+        """End a session: stop its actors in every module, delete its stored state.
+
+        Calls for the session that arrive meanwhile get SessionEndingError;
+        afterwards the session starts afresh. The workspace's ``on_stop``
+        kills the session's processes and deletes its directory. Returns how
+        many stored keys were deleted. Raises StoreError if the store fails
+        (the actors are stopped by then).
+        """
+        self._ending.add(session_id)
+        try:
+            doomed = [a for a in self._running if a.key.context.session_id == session_id]
+            for actor in doomed:
+                if actor.accepting:
+                    actor.retire()  # it answers what it already accepted, then stops
+            for actor in doomed:
+                await actor.wait_finished()
+            return 0 if self._store is None else await self._store.delete_session(session_id)
+        finally:
+            self._ending.discard(session_id)
+
+    async def _sweep(self, retention: float) -> None:
+        """Delete stored state not written for `retention` seconds, now and then."""
+        assert self._store is not None
+        interval = min(retention / 2, _SWEEP_INTERVAL)
+        while True:
+            try:
+                deleted = await self._store.sweep(retention)
+            except StoreError as exc:
+                logger.error("retention sweep failed: %s", exc)
+            else:
+                if deleted:
+                    logger.info(
+                        "retention: deleted %d state(s) unwritten for %g s", deleted, retention
+                    )
+            await trio.sleep(interval)
+
     # ---- introspection and shutdown ------------------------------------------
 
     def statistics(self) -> RuntimeStatistics:
@@ -905,6 +1024,9 @@ class Runtime:
             errors=c.errors,
             timeouts=c.timeouts,
             duplicate_actors=c.duplicate_actors,
+            state_writes=c.state_writes,
+            write_conflicts=c.write_conflicts,
+            write_failures=c.write_failures,
         )
 
     def actors(self) -> tuple[ActorInfo, ...]:
@@ -976,9 +1098,17 @@ async def _run_in(scope: trio.CancelScope, task: Callable[[], Awaitable[None]]) 
 
 @asynccontextmanager
 async def open_runtime(
-    modules: Iterable[ToolModule[Any]], config: RuntimeConfig | None = None
+    modules: Iterable[ToolModule[Any]],
+    config: RuntimeConfig | None = None,
+    *,
+    store: StateStore | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime serving `modules`; every actor lives inside this block.
+
+    With a `store` (see `actors.store.open_store`), durable modules load their
+    state from it and write it after every call that may change it; without
+    one, all state lives in memory and goes with its actor. The store must
+    stay open for the whole block.
 
     On exit (normal, error or cancellation) the runtime stops taking calls,
     lets accepted ones finish for ``config.shutdown_grace`` seconds, cancels
@@ -986,12 +1116,16 @@ async def open_runtime(
     ``on_stop`` hook before the block ends.
     """
     registry = Registry(modules)
+    config = config or RuntimeConfig()
     body_error: BaseException | None = None
     async with trio.open_nursery() as nursery:
         actors, host = await nursery.start(_host_actors)
-        runtime = Runtime(actors, registry, config or RuntimeConfig())
-        reaper = trio.CancelScope()
+        runtime = Runtime(actors, registry, config, store)
+        reaper, sweeper = trio.CancelScope(), trio.CancelScope()
         nursery.start_soon(_run_in, reaper, runtime._reap, name="actors reaper")
+        if store is not None and config.state_retention is not None:
+            sweep = functools.partial(runtime._sweep, config.state_retention)
+            nursery.start_soon(_run_in, sweeper, sweep, name="actors retention sweep")
         try:
             yield runtime
         except BaseException as exc:
@@ -1005,6 +1139,7 @@ async def open_runtime(
             with trio.CancelScope(shield=True):
                 await runtime.aclose()
             reaper.cancel()
+            sweeper.cancel()
             host.cancel()
     if body_error is not None:
         raise body_error

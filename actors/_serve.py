@@ -41,9 +41,11 @@ import hashlib
 import hmac
 import ipaddress
 import logging
+import os
 import signal
 import sys
 import urllib.parse
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import attrs
@@ -69,10 +71,10 @@ from ._mcp import Caller, McpAdapter
 from ._runtime import RuntimeConfig, open_runtime
 from ._stdio import DEFAULT_MAX_IN_FLIGHT, serve_stdio
 from .modules import content_store, planning, playbook_store, workspace
+from .store import check_store_url, open_store
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
-    from pathlib import Path
 
     from hypercorn.typing import ASGIFramework
     from mcp.server.context import ServerRequestContext
@@ -87,6 +89,7 @@ __all__ = [
     "ConfigurationError",
     "ServeOptions",
     "build_modules",
+    "default_state_url",
     "describe_tokens",
     "serve",
 ]
@@ -158,9 +161,12 @@ class ServeOptions:
     """Seconds after which an HTTP session with no request in flight is closed."""
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     """Stdio requests read ahead of their replies; past it, no more are read."""
+    state: str | None = None
+    """Where durable state is kept (`actors.store.open_store` URL); None: `default_state_url`."""
 
     def check(self) -> None:
         """Raise ConfigurationError for options that contradict each other or are unsafe."""
+        self._check_state()
         unknown = sorted(set(self.modules) - set(KNOWN_MODULES))
         if unknown:
             msg = f"unknown module(s) {', '.join(unknown)}; known: {', '.join(KNOWN_MODULES)}"
@@ -204,6 +210,18 @@ class ServeOptions:
             )
             raise ConfigurationError(msg)
         self._check_shared_exec()
+
+    def _check_state(self) -> None:
+        try:
+            check_store_url(self.state_url)
+        except ValueError as exc:
+            msg = f"--state: {exc}"
+            raise ConfigurationError(msg) from None
+
+    @property
+    def state_url(self) -> str:
+        """The store to open: `state`, or the SQLite file in the user's state directory."""
+        return default_state_url() if self.state is None else self.state
 
     def _check_workspace(self) -> None:
         """Build the workspace once, so that an allowed program not on PATH is refused now."""
@@ -254,6 +272,12 @@ class ServeOptions:
         if self.allow_exec and "workspace" not in self.modules:
             return (*self.modules, "workspace")
         return self.modules
+
+
+def default_state_url() -> str:
+    """``sqlite:///`` a file in the XDG state directory (``~/.local/state/mcp-actors``)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return f"sqlite:///{Path(base, 'mcp-actors', 'state.db').absolute()}"
 
 
 def describe_tokens(tokens: Mapping[str, str | None]) -> str:
@@ -338,8 +362,12 @@ async def serve(options: ServeOptions) -> None:
             # Signals are watched until the runtime has stopped, so that a
             # second one during cleanup is logged instead of killing the process.
             watchers.start_soon(shutdown.watch, signals)
-            async with open_runtime(build_modules(options), options.runtime) as runtime:
+            async with (
+                open_store(options.state_url) as store,
+                open_runtime(build_modules(options), options.runtime, store=store) as runtime,
+            ):
                 logger.info("modules: %s", ", ".join(runtime.registry.modules))
+                logger.info("state: %s", store.url)
                 if options.http is not None:
                     logger.info("tokens: %s", describe_tokens(options.tokens))
                 adapter = _adapter(runtime, options)

@@ -52,7 +52,10 @@ async def stdio_session(*args: str, era: Era = "legacy") -> AsyncIterator[Client
     The SDK's stdio_client stops the server when the block ends (stdin closed,
     then the process tree terminated).
     """
-    params = StdioServerParameters(command=sys.executable, args=[*SERVE[1:], *args])
+    # The SDK passes the server only a few variables of its own choosing: name
+    # the test's state folder (see conftest) so that tests never share state.
+    env = {"XDG_STATE_HOME": os.environ["XDG_STATE_HOME"]}
+    params = StdioServerParameters(command=sys.executable, args=[*SERVE[1:], *args], env=env)
     with tempfile.TemporaryFile("w+") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:

@@ -60,7 +60,8 @@ def threads_of(pid: int) -> int:
 
 
 async def test_pipes_are_served_without_worker_threads() -> None:
-    async with raw_server() as server:
+    # A memory store: the SQLite store commits from a worker thread by design.
+    async with raw_server("--state", "memory") as server:
         await server.initialize()
         for number in range(20):
             response = await server.call(

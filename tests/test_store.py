@@ -219,6 +219,16 @@ class TestSqlite:
         assert stored is not None
         assert stored.blob == b"kept"
 
+    async def test_a_new_file_and_its_folders_are_private(self, tmp_path: Path) -> None:
+        """Every session's state is in the file: only this user may read it, or its log."""
+        path = tmp_path / "new" / "state.db"
+        async with opened(f"sqlite:///{path}") as store:
+            await store.save(key(), b"x", None)
+            modes = {p.name: p.stat().st_mode & 0o777 for p in path.parent.iterdir()}
+        assert (path.parent.stat().st_mode & 0o777) == 0o700
+        assert modes["state.db"] == 0o600
+        assert modes.get("state.db-wal", 0o600) == 0o600
+
     async def test_the_folders_of_a_new_file_are_made(self, tmp_path: Path) -> None:
         async with opened(f"sqlite:///{tmp_path / 'a' / 'b' / 'state.db'}") as store:
             await store.save(key(), b"x", None)

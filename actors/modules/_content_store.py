@@ -65,9 +65,11 @@ from collections import Counter
 from typing import Annotated, Any, Final, final
 
 import attrs
+import cattrs
 
 from protocol import CallResult, Scope, ToolContext
 
+from .._durable import Durable
 from .._errors import ToolError
 from .._module import ToolModule
 
@@ -477,6 +479,40 @@ def _search_text(query: str, results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+@attrs.frozen
+class _StoredStore:
+    """What is stored of a content store: its id and each item's id, filename and text.
+
+    Term counts, line counts and sizes are derived, so they are computed again
+    on loading rather than stored; the limits are the module's, not the store's.
+    """
+
+    store_id: str
+    items: list[tuple[str, str, str]]
+
+
+def _stored_form(limits: ContentLimits) -> cattrs.Converter:
+    """The strict converter, storing a `ContentStoreState` as a `_StoredStore`."""
+    converter = cattrs.Converter(forbid_extra_keys=True)
+
+    def dump(state: ContentStoreState) -> Any:
+        items = [(item.id, item.filename, item.content.decode()) for item in state.items.values()]
+        return converter.unstructure(_StoredStore(state.store_id, items))
+
+    def load(data: Any, _kind: object) -> ContentStoreState:
+        stored = converter.structure(data, _StoredStore)
+        state = ContentStoreState(stored.store_id, limits=limits)
+        for item_id, filename, content in stored.items:
+            item = _Item.new(item_id, filename, content, content.encode())
+            state.items[item.id] = item
+            state.size += item.size
+        return state
+
+    converter.register_unstructure_hook(ContentStoreState, dump)
+    converter.register_structure_hook(ContentStoreState, load)
+    return converter
+
+
 def content_store_with(limits: ContentLimits) -> ToolModule[ContentStoreState]:
     """A ``content_store`` module whose stores keep to `limits`.
 
@@ -495,12 +531,14 @@ def content_store_with(limits: ContentLimits) -> ToolModule[ContentStoreState]:
         description=(
             "Text documents kept per session, readable by line range and searchable (BM25)."
         ),
+        durable=Durable(ContentStoreState, converter=_stored_form(limits)),
     )
-    module.tool(create_store)
+    module.tool(create_store)  # not read-only: it stores the store's id on first use
     module.tool(add_content, heavy=True)  # tokenizes up to max_item_bytes
-    module.tool(list_contents)
-    module.tool(read_content)
-    module.tool(search_content, heavy=True)  # ranks the store, scans its hits for snippets
+    module.tool(list_contents, read_only=True)
+    module.tool(read_content, read_only=True)
+    # Ranks the store and scans its hits for snippets.
+    module.tool(search_content, heavy=True, read_only=True)
     return module
 
 

@@ -12,6 +12,7 @@ import attrs
 
 from protocol import Scope, ToolContext
 
+from .._durable import Durable
 from .._errors import ToolError
 from .._module import ToolModule
 
@@ -69,6 +70,7 @@ planning: ToolModule[PlanningState] = ToolModule(
     _new_plan,
     scope=Scope.SESSION_ASSISTANT_THREAD,
     description="Goals and todos, kept per session, assistant and thread.",
+    durable=Durable(PlanningState),
 )
 
 
@@ -89,7 +91,7 @@ def create_goal(
     return f"Created goal {goal_id}: {goal}"
 
 
-@planning.tool
+@planning.tool(read_only=True)
 def list_goals(state: PlanningState) -> str:
     """List the goals of the current plan with their ids."""
     if not state.goals:
@@ -125,7 +127,7 @@ def mark_todo(state: PlanningState, todo_id: Annotated[str, "The todo's id."]) -
     return f"Marked todo {todo_id} done: {todo.name}"
 
 
-@planning.tool
+@planning.tool(read_only=True)
 def get_planning_state(state: PlanningState) -> str:
     """Show the whole plan: goals, their todos and whether each is done."""
     return state.render()

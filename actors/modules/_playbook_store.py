@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import attrs
+import cattrs
 
 from protocol import CallResult, Scope, ToolContext
 
+from .._durable import Durable
 from .._errors import ToolError
 from .._module import ToolModule
 
@@ -36,13 +38,17 @@ class Playbook:
         return {"id": self.id, "name": self.name, "owner": self.owner}
 
 
+_Selections = dict[str | None, str]
+"""Assistant (None for the host) → the playbook it selected."""
+
+
 @attrs.define
 class PlaybookStoreState:
     """The playbooks of one session, by id, and the id of the selected one per assistant."""
 
     playbooks: dict[str, Playbook] = attrs.field(factory=dict)
     """Playbook id → playbook."""
-    selected: dict[str | None, str] = attrs.field(factory=dict)
+    selected: _Selections = attrs.field(factory=dict)
     """Assistant (None for the host) → the playbook it selected."""
 
 
@@ -50,11 +56,25 @@ def _new_store(_context: ToolContext) -> PlaybookStoreState:
     return PlaybookStoreState()
 
 
+def _stored_form() -> cattrs.Converter:
+    """The strict converter, with selections stored as pairs: JSON keys cannot be null."""
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    converter.register_unstructure_hook_func(
+        lambda kind: kind == _Selections, lambda selections: list(selections.items())
+    )
+    converter.register_structure_hook_func(
+        lambda kind: kind == _Selections,
+        lambda pairs, _kind: dict(converter.structure(pairs, list[tuple[str | None, str]])),
+    )
+    return converter
+
+
 playbook_store: ToolModule[PlaybookStoreState] = ToolModule(
     "playbook_store",
     _new_store,
     scope=Scope.SESSION,
     description="Playbooks shared within a session, each owned by the assistant that made it.",
+    durable=Durable(PlaybookStoreState, converter=_stored_form()),
 )
 
 
@@ -88,7 +108,7 @@ def select_playbook(
     return CallResult.both(f"Selected playbook {id}: {playbook.name}", {"selected": id})
 
 
-@playbook_store.tool
+@playbook_store.tool(read_only=True)
 def list_playbooks(state: PlaybookStoreState, context: ToolContext) -> CallResult:
     """List the calling assistant's playbooks (all of them when no assistant is named)."""
     caller = context.assistant_id

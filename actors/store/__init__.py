@@ -14,4 +14,5 @@ from ._base import Stored as Stored
 from ._base import StoreError as StoreError
 from ._base import VersionConflict as VersionConflict
 from ._memory import MemoryStore as MemoryStore
+from ._open import check_store_url as check_store_url
 from ._open import open_store as open_store

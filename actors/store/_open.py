@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ._base import StateStore
     from ._batched import Backend
 
-__all__ = ["open_store"]
+__all__ = ["check_store_url", "open_store"]
 
 _FORMS = "'memory', 'sqlite:///path/to/state.db' or 'postgresql://user@host/db'"
 
@@ -34,24 +34,33 @@ async def open_store(url: str) -> AsyncIterator[StateStore]:
     form and StoreError for a store that cannot be opened (unwritable path,
     not a database, server unreachable), before the block starts.
     """
-    if url == "memory":
+    kind = check_store_url(url)
+    if kind == "memory":
         yield MemoryStore()
         return
-    scheme = urllib.parse.urlsplit(url).scheme
-    if scheme == "sqlite":
+    if kind == "sqlite":
         backend = await trio.to_thread.run_sync(_sqlite_backend, url)
-    elif scheme in ("postgresql", "postgres"):
-        backend = await trio.to_thread.run_sync(_postgres_backend, url)
     else:
-        msg = f"unknown state store URL {url!r}; expected {_FORMS}"
-        raise ValueError(msg)
+        backend = await trio.to_thread.run_sync(_postgres_backend, url)
     async with open_batched(backend) as store:
         yield store
 
 
-def _sqlite_backend(url: str) -> Backend:
-    from ._sqlite import SqliteBackend
+def check_store_url(url: str) -> str:
+    """The kind of store `url` names (memory, sqlite, postgresql); ValueError if none."""
+    if url == "memory":
+        return "memory"
+    scheme = urllib.parse.urlsplit(url).scheme
+    if scheme == "sqlite":
+        _sqlite_path(url)
+        return "sqlite"
+    if scheme in ("postgresql", "postgres"):
+        return "postgresql"
+    msg = f"unknown state store URL {url!r}; expected {_FORMS}"
+    raise ValueError(msg)
 
+
+def _sqlite_path(url: str) -> Path:
     # As SQLAlchemy spells it: sqlite:///relative.db, sqlite:////absolute.db.
     rest = url.removeprefix("sqlite://")
     if not rest.startswith("/") or not rest[1:].strip("/"):
@@ -59,7 +68,13 @@ def _sqlite_backend(url: str) -> Backend:
             f"a SQLite URL names a file: sqlite:///state.db or sqlite:////abs/state.db, got {url!r}"
         )
         raise ValueError(msg)
-    return SqliteBackend(Path(rest[1:]).expanduser())
+    return Path(rest[1:]).expanduser()
+
+
+def _sqlite_backend(url: str) -> Backend:
+    from ._sqlite import SqliteBackend
+
+    return SqliteBackend(_sqlite_path(url))
 
 
 def _postgres_backend(url: str) -> Backend:

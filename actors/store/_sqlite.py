@@ -15,6 +15,8 @@ processes may share the file (a busy writer is waited for up to
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 from typing import TYPE_CHECKING, Final, final
 
@@ -44,6 +46,17 @@ CREATE INDEX IF NOT EXISTS actor_state_updated ON actor_state (updated_at);
 _LOAD_CHUNK: Final = 500  # below SQLite's limit on bound parameters
 
 
+def _create_private(path: Path) -> None:
+    """Make the file (and missing folders) readable by this user only, if it is new.
+
+    The file holds every session's state; SQLite gives its -wal and -shm files
+    the database file's permissions.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     connection = sqlite3.connect(
         path, isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000
@@ -61,7 +74,7 @@ class SqliteBackend:
         self.url = f"sqlite:///{path}"
         self._path = path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            _create_private(path)
             self._writer = _connect(path)
             self._writer.executescript(_SCHEMA)
             self._reader = _connect(path)

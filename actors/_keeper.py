@@ -1,0 +1,118 @@
+"""One actor's hold on its state: made fresh, or loaded from the store and written back.
+
+The runtime gives every actor a `Keeper`. For a module that is not durable
+(or a runtime without a store) it only holds the state the module's factory
+made. For a durable module with a store it also
+
+* loads the key's state when the actor starts (or makes it, when nothing is
+  stored), remembering the stored version;
+* writes the state after a call that may have changed it, expecting that
+  version, before the call's reply goes out — so an acknowledged change is in
+  the store; the blob's digest is kept, so a call that changed nothing writes
+  nothing;
+* marks the state stale when a write failed or a call timed out half-way: the
+  in-memory copy may then hold changes the store does not, so it is dropped
+  and loaded again before the next call.
+
+Every failure here is a `StoreError`, a `VersionConflict` or a
+`StateLoadError` (a blob that no longer fits the state class), for the
+runtime to turn into the call's reply or an actor crash.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import trio
+
+from .store import StoreError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from protocol import ActorKey
+
+    from ._durable import Durable
+    from ._module import ToolModule
+    from .store import StateStore
+
+__all__ = ["Keeper"]
+
+_LOAD_INLINE_BYTES: Final = 256 * 1024  # larger stored states are parsed in a worker thread
+
+
+def _digest(blob: bytes) -> bytes:
+    return hashlib.blake2b(blob, digest_size=16).digest()
+
+
+@attrs.define(eq=False)
+class Keeper:
+    """The state of one actor, and what the store knows of it."""
+
+    key: ActorKey
+    module: ToolModule[Any]
+    store: StateStore | None
+    """Where the state is written; ``None`` when it lives in memory only."""
+    state: object = None
+    version: int | None = None
+    """The stored version the state was loaded from or last written as."""
+    digest: bytes | None = None
+    """The digest of the stored blob, to skip writes that would change nothing."""
+    stale: bool = False
+    """The in-memory state may differ from the store's: load it before the next call."""
+
+    @property
+    def durable(self) -> Durable[Any] | None:
+        """The module's durability, when this runtime stores it."""
+        return None if self.store is None else self.module.durable
+
+    @property
+    def heal(self) -> Callable[[], object] | None:
+        """The current state's heal hook, if the module runs it before calls."""
+        return getattr(self.state, "heal", None) if self.module.heal_before_call else None
+
+    async def start(self) -> None:
+        """The state for a new actor: loaded from the store, or made by the module."""
+        durable = self.durable
+        if durable is None or self.store is None:
+            self.state = self.module.state(self.key.context)
+            return
+        stored = await self.store.load(self.key)
+        if stored is None:
+            self.state = self.module.state(self.key.context)
+            self.version = self.digest = None
+        else:
+            if len(stored.blob) > _LOAD_INLINE_BYTES:  # parsing it would stall the event loop
+                load = functools.partial(durable.load, stored.blob, self.key)
+                self.state = await trio.to_thread.run_sync(load)
+            else:
+                self.state = durable.load(stored.blob, self.key)
+            self.version, self.digest = stored.version, _digest(stored.blob)
+        self.stale = False
+
+    async def save(self, *, heavy: bool = False) -> None:
+        """Write the state if it changed; StoreError or VersionConflict if that fails.
+
+        `heavy` serializes it in a worker thread (after a heavy tool, whose
+        state is likely large). On any failure the state is marked stale, so
+        it is loaded again before the next call: what this call changed is not
+        in the store.
+        """
+        durable = self.durable
+        assert durable is not None
+        assert self.store is not None
+        self.stale = True  # until the write is known to have landed
+        try:
+            dump = functools.partial(durable.dump, self.state)
+            blob = await trio.to_thread.run_sync(dump) if heavy else dump()
+        except Exception as exc:
+            msg = f"the state of {self.key} cannot be stored: {type(exc).__name__}: {exc}"
+            raise StoreError(msg) from exc
+        digest = _digest(blob)
+        if digest != self.digest:
+            self.version = await self.store.save(self.key, blob, self.version)
+            self.digest = digest
+        self.stale = False
