@@ -65,9 +65,11 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from protocol import (
+    BackendType,
     CallResult,
     ContextError,
     ProtocolError,
+    ServiceInfo,
     ToolContext,
     parse_call,
     tenant_of,
@@ -82,6 +84,7 @@ from ._errors import (
     RuntimeClosedError,
     UnknownToolError,
 )
+from .store import StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -155,6 +158,10 @@ class CallTarget(Protocol):
         """Run one tools/call-shaped call, as `Runtime.call` does."""
         ...
 
+    async def end_session(self, session_id: str) -> int:
+        """End a session, as `Runtime.end_session` does."""
+        ...
+
 
 class _TenantError(ContextError):
     """A caller bound to a tenant named a session outside it."""
@@ -189,7 +196,25 @@ def _version() -> str:
         return ""
 
 
+END_SESSION: Final = "session__end"
+"""The tool that ends the call's own session: its actors stop and its stored state goes."""
+_NO_ARGUMENTS: Final = {"type": "object", "properties": {}, "additionalProperties": False}
+_END_SESSION_SERVICE: Final = ServiceInfo("session", "end", BackendType.BUILTIN)
+_END_SESSION_TOOL: Final = types.Tool(
+    name=END_SESSION,
+    description=(
+        "End this conversation's session for good: stop its state in every module and delete "
+        "what is stored for it (goals, playbooks, documents, workspace files and processes). "
+        "Only the session this call belongs to is ended."
+    ),
+    input_schema=_NO_ARGUMENTS,
+)
+
+
 def _tool_list(registry: Registry) -> types.ListToolsResult:
+    if END_SESSION in {tool.full_name for tool in registry.tools()}:
+        msg = f"a module's tool is named {END_SESSION!r}, which the MCP server keeps for itself"
+        raise ValueError(msg)
     tools = [
         types.Tool(
             name=tool.full_name,
@@ -198,7 +223,7 @@ def _tool_list(registry: Registry) -> types.ListToolsResult:
         )
         for tool in registry.tools()
     ]
-    return types.ListToolsResult(tools=tools)
+    return types.ListToolsResult(tools=[*tools, _END_SESSION_TOOL])
 
 
 def in_tenant(session_id: str, tenant: str) -> bool:
@@ -331,6 +356,8 @@ class McpAdapter:
         return self._tools
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
+        if name == END_SESSION:
+            return _NO_ARGUMENTS
         try:
             return self._runtime.registry.resolve(name).signature.input_schema
         except UnknownToolError:
@@ -365,6 +392,8 @@ class McpAdapter:
             attempt.outcome = "shutting_down"
             text = "the server is shutting down and takes no new calls; retry once it is back"
             return _Report(CallResult.error(text))
+        if call["name"] == END_SESSION:
+            return await self._end_session(call, attempt)
         try:
             # First, so that an unknown tool is the same JSON-RPC error whatever
             # the call's context, its caller or its arguments.
@@ -373,15 +402,39 @@ class McpAdapter:
             attempt.outcome = "unknown_tool"
             return _Report(error=str(exc))
         try:
-            call, attempt.context, named = self._claim(call, attempt.caller)
-            if named:  # a default session is inside the caller's tenant by construction
-                self._check_tenant(attempt.context, attempt.caller)
+            call = self._claim_for(call, attempt)
             result = await self._runtime.call(call)
         except (ProtocolError, RuntimeCallError) as exc:
             attempt.outcome = _outcome_of(exc)
             return _Report(CallResult.error(str(exc)).stamped(tool.service))
         attempt.outcome = "tool_error" if result.is_error else "ok"
         return _Report(result)
+
+    async def _end_session(self, call: dict[str, Any], attempt: _Attempt) -> _Report:
+        """End the call's own session, under the same rules as any call of the caller."""
+        try:
+            self._claim_for(call, attempt)
+            assert attempt.context is not None  # claimed
+            extra = [key for key in call["arguments"] or {} if not key.startswith("__")]
+            if extra:
+                msg = f"{END_SESSION} takes no arguments, got {', '.join(map(repr, extra))}"
+                raise ArgumentsError(msg)
+            session = attempt.context.session_id
+            deleted = await self._runtime.end_session(session)
+        except (ProtocolError, RuntimeCallError, StoreError) as exc:
+            attempt.outcome = "store_error" if isinstance(exc, StoreError) else _outcome_of(exc)
+            return _Report(CallResult.error(str(exc)).stamped(_END_SESSION_SERVICE))
+        attempt.outcome = "ok"
+        text = f"Session {session!r} ended: its state is gone ({deleted} stored item(s) deleted)."
+        data = {"sessionId": session, "deleted": deleted}
+        return _Report(CallResult.both(text, data).stamped(_END_SESSION_SERVICE))
+
+    def _claim_for(self, call: dict[str, Any], attempt: _Attempt) -> dict[str, Any]:
+        """Claim the call's context for its caller (recorded in `attempt`); the call to run."""
+        call, attempt.context, named = self._claim(call, attempt.caller)
+        if named:  # a default session is inside the caller's tenant by construction
+            self._check_tenant(attempt.context, attempt.caller)
+        return call
 
     def _claim(
         self, call: dict[str, Any], caller: Caller

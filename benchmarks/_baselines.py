@@ -258,6 +258,13 @@ class HandlersDirect:
         """The runtime's tools."""
         return self._runtime.registry
 
+    async def end_session(self, session_id: str) -> int:
+        """Forget the session's states (nothing is stored)."""
+        doomed = [route for route in self._states if route[1] == session_id]
+        for route in doomed:
+            del self._states[route]
+        return 0
+
     async def call(self, params: Mapping[str, Any]) -> CallResult:
         """Run one call on its key's state, here and now."""
         parsed = parse_call(params, self.config.policy)

@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 from actors import ToolModule, open_runtime
 from actors._mcp import STDIO_CALLER, Caller, McpAdapter, loggable
 from actors.modules import planning
+from actors.store import MemoryStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -39,9 +40,11 @@ def waiting_module() -> ToolModule[None]:
 
 
 @asynccontextmanager
-async def client_as(caller: Caller, *modules: ToolModule[Any]) -> AsyncIterator[Client]:
+async def client_as(
+    caller: Caller, *modules: ToolModule[Any], store: MemoryStore | None = None
+) -> AsyncIterator[Client]:
     """An in-memory SDK client whose every request comes from `caller`."""
-    async with open_runtime(modules or [planning]) as runtime:
+    async with open_runtime(modules or [planning], store=store) as runtime:
         adapter = McpAdapter(runtime, identify=lambda _ctx: caller)
         async with Client(adapter.server) as client:
             yield client
@@ -163,3 +166,45 @@ class TestLogLine:
         # cancellation notification has not already done so.
         (line,) = [r.getMessage() for r in caplog.records if "outcome=cancelled" in r.getMessage()]
         assert "session='s1' assistant='a1' thread=-" in line
+
+
+class TestEndSession:
+    async def test_ending_its_own_session_deletes_its_state(self) -> None:
+        """session__end stops the session's actors and deletes what is stored for it."""
+        store = MemoryStore()
+        async with client_as(ALPHA, store=store) as client:
+            listed = [tool.name for tool in (await client.list_tools()).tools]
+            await client.call_tool("planning__create_goal", {"goal": "g", "__sessionId": "alpha/s"})
+            await client.call_tool("planning__create_goal", {"goal": "k", "__sessionId": "alpha/k"})
+            ended = await client.call_tool("session__end", {"__sessionId": "alpha/s"})
+            after = await client.call_tool("planning__list_goals", {"__sessionId": "alpha/s"})
+            kept = await client.call_tool("planning__list_goals", {"__sessionId": "alpha/k"})
+        assert "session__end" in listed
+        assert not ended.is_error
+        assert ended.structured_content == {"sessionId": "alpha/s", "deleted": 1}
+        assert text_of(after) == "No goals yet."
+        assert "k" in text_of(kept)
+
+    async def test_another_tenants_session_cannot_be_ended(self) -> None:
+        """The tenant rule holds: naming beta's session is refused and beta keeps its state."""
+        store = MemoryStore()
+        beta = Caller("token-2", tenant="beta")
+        async with client_as(beta, store=store) as client:
+            await client.call_tool("planning__create_goal", {"goal": "b", "__sessionId": "beta/s"})
+        async with client_as(ALPHA, store=store) as client:
+            refused = await client.call_tool("session__end", {"__sessionId": "beta/s"})
+        async with client_as(beta, store=store) as client:
+            kept = await client.call_tool("planning__list_goals", {"__sessionId": "beta/s"})
+        assert refused.is_error
+        assert text_of(refused).startswith("session 'beta/s' is outside tenant 'alpha'")
+        assert "b" in text_of(kept)
+
+    async def test_arguments_are_refused(self) -> None:
+        """It takes no arguments: a model's stray argument changes nothing."""
+        async with client_as(ALPHA, store=MemoryStore()) as client:
+            await client.call_tool("planning__create_goal", {"goal": "g", "__sessionId": "alpha"})
+            refused = await client.call_tool("session__end", {"__sessionId": "alpha", "all": True})
+            kept = await client.call_tool("planning__list_goals", {"__sessionId": "alpha"})
+        assert refused.is_error
+        assert text_of(refused) == "session__end takes no arguments, got 'all'"
+        assert "g" in text_of(kept)

@@ -64,6 +64,7 @@ class TestTools:
             "planning__get_planning_state",
             "workspace__execute_command",
             "workspace__poll_process",
+            "session__end",
         }
 
 
