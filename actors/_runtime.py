@@ -847,7 +847,11 @@ class Runtime:
                 heal = keeper.heal
             if heal is not None:
                 await run_hook(heal)  # raising here is an actor crash: the resource is gone
-            outcome = await self._run_call(actor, keeper, envelope)
+            # Inline rather than through _run_call: one coroutine frame less per call.
+            if tool.heavy:
+                outcome = await self._invoke_in_thread(actor, keeper.state, envelope)
+            else:
+                outcome = await self._invoke(keeper.state, envelope)
             if durable and not tool.read_only:
                 outcome = await self._write(actor, keeper, envelope, outcome)
             if armed:
