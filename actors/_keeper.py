@@ -93,8 +93,8 @@ class Keeper:
             self.version, self.digest = stored.version, _digest(stored.blob)
         self.stale = False
 
-    async def save(self, *, heavy: bool = False) -> None:
-        """Write the state if it changed; StoreError or VersionConflict if that fails.
+    async def save(self, *, heavy: bool = False) -> bool:
+        """Write the state if it changed, and say whether it did; StoreError or VersionConflict.
 
         `heavy` serializes it in a worker thread (after a heavy tool, whose
         state is likely large). On any failure the state is marked stale, so
@@ -112,7 +112,9 @@ class Keeper:
             msg = f"the state of {self.key} cannot be stored: {type(exc).__name__}: {exc}"
             raise StoreError(msg) from exc
         digest = _digest(blob)
-        if digest != self.digest:
+        changed = digest != self.digest
+        if changed:
             self.version = await self.store.save(self.key, blob, self.version)
             self.digest = digest
         self.stale = False
+        return changed

@@ -89,6 +89,7 @@ A call waiting for a free thread is still within its deadline.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import heapq
@@ -388,7 +389,8 @@ class Runtime:
         self._registry = registry
         self._config = config
         self._store = store
-        self._ending: set[str] = set()  # sessions being ended: their calls are refused
+        # Sessions being ended (by how many end_session calls): their calls are refused.
+        self._ending: collections.Counter[str] = collections.Counter()
         # The routing table: each key's newest actor, least recently used first.
         self._actors: OrderedDict[_Route, _Actor] = OrderedDict()
         self._running: set[_Actor] = set()  # every actor task, routed or still stopping
@@ -474,7 +476,7 @@ class Runtime:
             if self._closing:
                 msg = "the runtime is shutting down and takes no new calls"
                 raise RuntimeClosedError(msg)
-            if self._ending and context.session_id in self._ending:
+            if self._ending and self._ending[context.session_id]:
                 msg = f"session {context.session_id!r} is being ended; retry once it is"
                 raise SessionEndingError(msg)
             actor = self._actors.get(route)
@@ -854,6 +856,7 @@ class Runtime:
                 outcome = await self._invoke(keeper.state, envelope)
             if durable and not tool.read_only:
                 outcome = await self._write(actor, keeper, envelope, outcome)
+                heal = keeper.heal  # a conflict may have loaded the state again
             if armed:
                 assert deadline is not None
                 deadline.deadline = math.inf
@@ -884,13 +887,18 @@ class Runtime:
         the state is loaded again before the next call.
         """
         service = envelope.tool.service
-        for _attempt in range(_WRITE_ATTEMPTS):
+        for attempt in range(1, _WRITE_ATTEMPTS + 1):
             try:
-                await keeper.save(heavy=envelope.tool.heavy)
+                wrote = await keeper.save(heavy=envelope.tool.heavy)
             except VersionConflict as exc:
                 self._counters.write_conflicts += 1
+                if attempt == _WRITE_ATTEMPTS:
+                    break  # the state stays stale: loaded again before the next call
                 logger.warning("%s; loading it and running the call again", exc)
                 await keeper.start()
+                heal = keeper.heal
+                if heal is not None:
+                    await run_hook(heal)
                 outcome = await self._run_call(actor, keeper, envelope)
                 continue
             except StoreError as exc:
@@ -898,7 +906,9 @@ class Runtime:
                 logger.error("%s", exc)
                 text = f"the change was not saved, so it did not happen: {exc}; retry the call"
                 return CallResult.error(text).stamped(service)
-            self._counters.state_writes += 1
+            # Counted after the await, not with `+= await`: that would read the
+            # counter before the save and lose the other actors' increments.
+            self._counters.state_writes += wrote
             return outcome
         text = (
             f"the state of {actor.key} kept changing under this call (another process writes "
@@ -985,7 +995,7 @@ class Runtime:
         many stored keys were deleted. Raises StoreError if the store fails
         (the actors are stopped by then).
         """
-        self._ending.add(session_id)
+        self._ending[session_id] += 1
         try:
             doomed = [a for a in self._running if a.key.context.session_id == session_id]
             for actor in doomed:
@@ -995,7 +1005,9 @@ class Runtime:
                 await actor.wait_finished()
             return 0 if self._store is None else await self._store.delete_session(session_id)
         finally:
-            self._ending.discard(session_id)
+            self._ending[session_id] -= 1
+            if not self._ending[session_id]:
+                del self._ending[session_id]
 
     async def _sweep(self, retention: float) -> None:
         """Delete stored state not written for `retention` seconds, now and then."""
