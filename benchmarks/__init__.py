@@ -15,6 +15,9 @@ median of the rounds with their spread, each figure beside its target:
   leaked goal, while the seeds' ``switch_context`` design leaks;
 * ``mcp`` — tools/call over stdio with the SDK client, through a server with
   actors and one calling handlers directly: the actor hop's share;
+* ``durable`` — durable state: SQLite and the memory store against no store
+  (call path, acknowledged writes per second, reactivation, a 1 MiB state),
+  and over stdio against FastMCP's session state (calls/s, lost updates);
 * ``peers`` — the same keyed call through Ray and pykka, when installed.
 
 A number never makes the harness fail: it reports. `run_suite` is the entry

@@ -1,6 +1,6 @@
 """``python -m benchmarks``: run the suite, print the table and the report.
 
-    python -m benchmarks                       # the quick suite, about a minute on 2 cores
+    python -m benchmarks                       # the quick suite, about two minutes on 2 cores
     python -m benchmarks --full                # the larger sizes
     python -m benchmarks --only call_path,churn --json out.json --plot charts/
 

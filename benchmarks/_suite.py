@@ -12,6 +12,7 @@ import attrs
 from ._activation import run_activation
 from ._call_path import run_call_path
 from ._churn import run_churn
+from ._durable import run_durable
 from ._isolation import run_isolation
 from ._measure import Progress
 from ._memory import run_memory
@@ -75,6 +76,32 @@ class Sizes:
     """mcp: calls per batch with many callers."""
     mcp_callers: int
     """mcp: concurrent callers with many."""
+    durable_keys: int
+    """durable: keys the call path's writes spread over."""
+    durable_callers: int
+    """durable: concurrent callers with many (call path and reactivation)."""
+    durable_light_calls: int
+    """durable: calls per batch with one caller."""
+    durable_calls: int
+    """durable: calls per batch with many callers."""
+    durable_reactivation_keys: int
+    """durable: expired keys called once each per round."""
+    durable_large_bytes: int
+    """durable: bytes of content in the large state."""
+    durable_large_writes: int
+    """durable: 1 KiB adds per batch to the large state (and to an empty one)."""
+    fastmcp_install: bool
+    """durable: install FastMCP into its cache venv when missing (needs the package index)."""
+    fastmcp_rounds: int
+    """durable: rounds of the FastMCP peer."""
+    fastmcp_sessions: int
+    """durable: sessions the peer's mixed calls spread over."""
+    fastmcp_calls: int
+    """durable: the peer's mixed calls per batch."""
+    fastmcp_callers: int
+    """durable: the peer's concurrent callers."""
+    fastmcp_appends: int
+    """durable: appends per caller to the peer's one shared session, per round."""
 
 
 TINY: Final = Sizes(
@@ -102,6 +129,19 @@ TINY: Final = Sizes(
     mcp_light_calls=10,
     mcp_calls=20,
     mcp_callers=5,
+    durable_keys=10,
+    durable_callers=10,
+    durable_light_calls=50,
+    durable_calls=200,
+    durable_reactivation_keys=50,
+    durable_large_bytes=64 * 1024,
+    durable_large_writes=3,
+    fastmcp_install=False,
+    fastmcp_rounds=1,
+    fastmcp_sessions=5,
+    fastmcp_calls=20,
+    fastmcp_callers=5,
+    fastmcp_appends=2,
 )
 QUICK: Final = Sizes(
     name="quick",
@@ -128,6 +168,19 @@ QUICK: Final = Sizes(
     mcp_light_calls=100,
     mcp_calls=300,
     mcp_callers=50,
+    durable_keys=100,
+    durable_callers=100,
+    durable_light_calls=1_000,
+    durable_calls=5_000,
+    durable_reactivation_keys=2_000,
+    durable_large_bytes=1024 * 1024,
+    durable_large_writes=10,
+    fastmcp_install=True,
+    fastmcp_rounds=5,
+    fastmcp_sessions=100,
+    fastmcp_calls=300,
+    fastmcp_callers=50,
+    fastmcp_appends=4,
 )
 FULL: Final = Sizes(
     name="full",
@@ -154,6 +207,19 @@ FULL: Final = Sizes(
     mcp_light_calls=100,
     mcp_calls=2_000,
     mcp_callers=100,
+    durable_keys=100,
+    durable_callers=100,
+    durable_light_calls=3_000,
+    durable_calls=20_000,
+    durable_reactivation_keys=10_000,
+    durable_large_bytes=1024 * 1024,
+    durable_large_writes=20,
+    fastmcp_install=True,
+    fastmcp_rounds=5,
+    fastmcp_sessions=100,
+    fastmcp_calls=1_000,
+    fastmcp_callers=50,
+    fastmcp_appends=10,
 )
 PRESETS: Final = {sizes.name: sizes for sizes in (TINY, QUICK, FULL)}
 """The sizes by name: ``tiny`` (the tests), ``quick`` (the default), ``full``."""
@@ -168,6 +234,7 @@ SCENARIOS: Final[Mapping[str, Scenario]] = {
     "churn": run_churn,
     "isolation": run_isolation,
     "mcp": run_over_mcp,
+    "durable": run_durable,
     "peers": run_peers,
 }
 """Every scenario by name, in the order a full run takes them."""

@@ -6,6 +6,7 @@ report's shape and the correctness counters, which must hold at any size.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import io
 import json
@@ -13,12 +14,16 @@ import math
 import sys
 from typing import TYPE_CHECKING
 
+import attrs
 import pytest
 
 from actors import ArgumentsError, RuntimeConfig, open_runtime
+from actors.store import open_store
 from benchmarks import PRESETS, SCENARIOS, Figure, Report, run_suite
+from benchmarks import _fastmcp_peer as fastmcp_peer
 from benchmarks.__main__ import main
 from benchmarks._baselines import HandlersDirect, bench_module
+from benchmarks._durable import missing_writes, tally_module
 from benchmarks._measure import Batch, Stats, drive, percentile
 from benchmarks._over_mcp import run_over_mcp
 from benchmarks._peers import run_peers
@@ -29,6 +34,8 @@ if TYPE_CHECKING:
 
 FIELDS = ("scenario", "name", "value", "unit", "target", "meets")
 PEERS_INSTALLED = any(importlib.util.find_spec(peer) for peer in ("ray", "pykka"))
+FASTMCP_INSTALLED = fastmcp_peer.find_fastmcp() is not None
+DURABLE_DESIGNS = ("memory", "memory store", "SQLite")
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +148,193 @@ class TestCorrectnessCounters:
         """Every installed peer gets a throughput ratio against the runtime."""
         ratios = figures_of(report, "peers", "runtime / ")
         assert all(f.unit == "x" and math.isfinite(f.value) for f in ratios)
+
+
+def durable_figures(report: Report, *, peer: bool = False) -> dict[str, Figure]:
+    """The durable scenario's figures by name: the in-process parts, or the peer's."""
+    return {
+        f.name: f
+        for f in report.figures
+        if f.scenario == "durable" and f.name.startswith("peer: ") == peer
+    }
+
+
+class TestDurable:
+    def test_call_path_judges_the_issue_targets(self, report: Report) -> None:
+        """SQLite / memory with many callers, SQLite's p50 with one, and acknowledged writes/s."""
+        tiny = PRESETS["tiny"]
+        one = f"keys={tiny.durable_keys}, callers=1"
+        many = f"keys={tiny.durable_keys}, callers={tiny.durable_callers}"
+        durable = durable_figures(report)
+        assert durable[f"SQLite / memory, {many}"].target == "≥ 0.4x"
+        assert durable[f"SQLite p50, {one}"].target == "≤ 1 000 µs"
+        assert durable[f"SQLite acknowledged durable writes/s, {many}"].target == "≥ 20 000 /s"
+        for design in DURABLE_DESIGNS:
+            for where in (one, many):
+                assert durable[f"{design} calls/s, {where}"].value > 0
+        assert all(isinstance(f.meets, bool) for f in durable.values() if f.target is not None)
+
+    def test_every_acknowledged_write_is_stored_and_read_back(self, report: Report) -> None:
+        """No failed write, no acknowledged write missing from a store, no state read back wrong."""
+        kinds = ("failed writes", "missing from the store", "read back wrong")
+        counters = {
+            name: f.value
+            for name, f in durable_figures(report).items()
+            if any(kind in name for kind in kinds)
+        }
+        assert len(counters) == 7  # 2 durable designs x 3 kinds, and the large state's failures
+        assert counters == dict.fromkeys(counters, 0)
+
+    def test_commits_are_counted(self, report: Report) -> None:
+        """With one caller every commit carries one row; with many, at least one."""
+        tiny = PRESETS["tiny"]
+        rows = f"SQLite rows per commit, keys={tiny.durable_keys}"
+        durable = durable_figures(report)
+        assert durable[f"{rows}, callers=1"].value == 1
+        assert durable[f"{rows}, callers={tiny.durable_callers}"].value >= 1
+
+    def test_reactivation_starts_an_actor_for_every_call(self, report: Report) -> None:
+        """Each reactivating call found its key's actor expired, in every design."""
+        started = [f for f in durable_figures(report).values() if "started per call" in f.name]
+        assert len(started) == len(DURABLE_DESIGNS)
+        assert all(f.value == 1 for f in started)
+
+    def test_large_state_reports_the_write_cost_and_the_reload(self, report: Report) -> None:
+        """Both stores' adds, what storing adds, the bytes a write writes and the reload."""
+        large = {n: f for n, f in durable_figures(report).items() if n.startswith("large state")}
+        for what in ("p50 of", "what storing adds", "first call after a restart"):
+            assert any(what in name and math.isfinite(f.value) for name, f in large.items())
+        (written,) = (f for name, f in large.items() if "bytes written per write" in name)
+        assert written.value >= PRESETS["tiny"].durable_large_bytes  # the whole state, every time
+
+    async def test_missing_writes_finds_an_acknowledged_write_the_store_lacks(self) -> None:
+        """The store check counts writes acknowledged beyond what the store holds."""
+        async with open_store("memory") as store:
+            async with open_runtime([tally_module()], store=store) as runtime:
+                for session in ("a", "a", "b"):
+                    result = await runtime.call_tool("tally__add", {"__sessionId": session})
+                    assert not result.is_error
+            assert await missing_writes(store, ["a", "b"], [2, 1]) == 0
+            assert await missing_writes(store, ["a", "b"], [3, 1]) == 1
+            await store.delete_session("b")
+            assert await missing_writes(store, ["a", "b"], [2, 1]) == 1
+
+
+@attrs.define
+class ForgetfulPeer:
+    """A peer that acknowledges every append but keeps only every other one."""
+
+    name: str = "forgetful"
+    pid: int | None = None
+    appends: int = 0
+    kept: int = 0
+
+    async def new_session(self, label: str) -> str:
+        return label
+
+    async def call(self, tool: str, session_id: str, **arguments: str) -> tuple[bool, str]:
+        if tool == "create_goal":
+            self.appends += 1
+            self.kept += self.appends % 2
+            return False, "Created"
+        return False, f"Goals ({self.kept}):"
+
+
+class TestFastmcpPeer:
+    def test_a_tiny_run_never_installs_it_and_says_how_to(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Without FastMCP, the tiny run skips the peer with the install command."""
+
+        def refuse(_progress: object) -> str:
+            raise AssertionError("the tiny run must not install FastMCP")
+
+        monkeypatch.setattr(fastmcp_peer, "find_fastmcp", lambda: None)
+        monkeypatch.setattr(fastmcp_peer, "install_fastmcp", refuse)
+        figures, notes = fastmcp_peer.run_fastmcp_peer(PRESETS["tiny"], lambda _line: None)
+        assert figures == []
+        (note,) = notes
+        assert f"FastMCP {fastmcp_peer.FASTMCP_VERSION} is not installed" in note
+        assert "python -m benchmarks --only durable" in note
+        assert str(fastmcp_peer.fastmcp_venv()) in note
+
+    def test_a_failed_install_skips_the_peer_and_says_why(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """No package index: the peer is skipped with pip's complaint, the run goes on."""
+
+        def offline(_progress: object) -> str:
+            raise fastmcp_peer._InstallError("pip install fastmcp==4.1.6 failed: no network")
+
+        monkeypatch.setattr(fastmcp_peer, "find_fastmcp", lambda: None)
+        monkeypatch.setattr(fastmcp_peer, "install_fastmcp", offline)
+        sizes = attrs.evolve(PRESETS["tiny"], fastmcp_install=True)
+        figures, notes = fastmcp_peer.run_fastmcp_peer(sizes, lambda _line: None)
+        assert figures == []
+        (note,) = notes
+        assert "installing FastMCP failed (pip install fastmcp==4.1.6 failed: no network)" in note
+
+    def test_the_cache_venv_counts_once_fastmcp_is_in_it(
+        self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ) -> None:
+        """A venv without FastMCP's metadata (an interrupted install) is not used."""
+
+        def not_here(name: str) -> str:
+            raise importlib.metadata.PackageNotFoundError(name)
+
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+        monkeypatch.setattr(importlib.metadata, "version", not_here)
+        venv = tmp_path / "mcp-actors-bench" / "fastmcp-venv"
+        site = venv / "lib" / "python3.11" / "site-packages"
+        site.mkdir(parents=True)
+        assert fastmcp_peer.find_fastmcp() is None
+        (site / f"fastmcp-{fastmcp_peer.FASTMCP_VERSION}.dist-info").mkdir()
+        assert fastmcp_peer.find_fastmcp() == str(venv / "bin" / "python")
+
+    def test_fallback_requirements_unpin_only_certifi(self, tmp_path: Path) -> None:
+        """fastmcp-slim's base, client and server requirements; other extras left out."""
+        version = fastmcp_peer.FASTMCP_VERSION
+        dist = (
+            tmp_path / "lib" / "python3.11" / "site-packages" / f"fastmcp_slim-{version}.dist-info"
+        )
+        dist.mkdir(parents=True)
+        requires = [
+            "mcp-types<3.0.0,>=2.0.0",
+            "certifi>=2026.10.19; extra == 'server'",
+            "mcp<3.0.0,>=2.3.0; extra == 'client'",
+            "openai>=1.102.0; extra == 'openai'",
+            "beartype>=0.23.0rc2; (python_version >= '3.15') and extra == 'server'",
+        ]
+        lines = [f"Requires-Dist: {line}" for line in requires]
+        header = f"Metadata-Version: 2.4\nName: fastmcp-slim\nVersion: {version}\n"
+        (dist / "METADATA").write_text(header + "\n".join(lines) + "\n")
+        wanted = fastmcp_peer._slim_requirements(tmp_path)
+        assert wanted == ["certifi", "mcp-types<3.0.0,>=2.0.0", "mcp<3.0.0,>=2.3.0"]
+
+    async def test_lost_updates_are_acknowledged_appends_the_list_lacks(self) -> None:
+        """Appends acknowledged minus goals listed, per round."""
+        peer = ForgetfulPeer()
+        driven = fastmcp_peer._Driven(peer, ["s"])  # type: ignore[arg-type]
+        batch = await driven.shared("shared", appends=3, callers=2)
+        assert batch.calls == peer.appends == 6
+        assert driven.lost == [3]
+        assert driven.failures == 0
+
+    @pytest.mark.skipif(not FASTMCP_INSTALLED, reason="FastMCP is not installed (no network)")
+    def test_against_fastmcp_ours_lose_no_update(self, report: Report) -> None:
+        """Every server has calls/s; like-for-like ratios are judged; ours lose and fail nothing."""
+        peer = durable_figures(report, peer=True)
+        for server in fastmcp_peer.SERVERS:
+            assert any(f"{server} calls/s" in name and f.value > 0 for name, f in peer.items())
+        judged = [f for name, f in peer.items() if " / " in name and f.target is not None]
+        assert [f.target for f in judged] == ["≥ 3x", "≥ 3x"]
+        ours = [
+            f
+            for name, f in peer.items()
+            if name.startswith("peer: actors serve") and ("lost" in name or "failed" in name)
+        ]
+        assert len(ours) == 4
+        assert all(f.value == 0 and f.meets for f in ours)
 
 
 class TestMeasuringLoop:
