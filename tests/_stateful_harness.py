@@ -85,10 +85,19 @@ def call_params(
 
 
 class TrioThread:
-    """A runtime served by a trio loop in a background thread, until `close`."""
+    """A runtime served by a trio loop in a background thread, until `close`.
 
-    def __init__(self, open_target: Callable[[], AbstractAsyncContextManager[Any]]) -> None:
+    With a `clock` (a `trio.testing.MockClock`), the loop's time moves only
+    when a test moves it, so TTL expiry happens exactly when a rule says.
+    """
+
+    def __init__(
+        self,
+        open_target: Callable[[], AbstractAsyncContextManager[Any]],
+        clock: trio.abc.Clock | None = None,
+    ) -> None:
         self._open = open_target
+        self._clock = clock
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._stop: trio.Event | None = None
@@ -103,7 +112,7 @@ class TrioThread:
 
     def _main(self) -> None:
         try:
-            trio.run(self._serve)
+            trio.run(self._serve, clock=self._clock)
         except BaseException as exc:  # re-raised in the test's thread by close()
             self._error = exc
         finally:

@@ -43,6 +43,10 @@ one playbook store and one content store per session.
 The proof that the machine can fail runs it against the seeds' design kept
 in ``tests/_switch_context.py`` (one shared current context), which must be
 reported as a leak.
+
+``tests/test_durable_stateful.py`` runs the same machine on a state store,
+with actors expiring and the runtime restarting between batches
+(`BuiltinsMachine.open_loop` and `BuiltinsMachine.submit` are its hooks).
 """
 
 from __future__ import annotations
@@ -692,10 +696,19 @@ class BuiltinsMachine(RuleBasedStateMachine):
         self.numbers = itertools.count()
         self.expected_errors = 0
         self.steps = 0
-        self.loop = harness.TrioThread(functools.partial(type(self).open_target, MODULES))
+        self.loop = self.open_loop()
+
+    def open_loop(self) -> harness.TrioThread:
+        """The implementation under test, open with the modules on a loop of its own."""
+        return harness.TrioThread(functools.partial(type(self).open_target, MODULES))
 
     def teardown(self) -> None:
         self.loop.close()
+
+    def submit(self, lanes: list[list[dict[str, Any]]]) -> list[list[CallResult]]:
+        """Run a batch: each lane's calls one after the other, the lanes concurrently."""
+        results: list[list[CallResult]] = self.loop.run(harness.run_lanes, self.loop.runtime, lanes)
+        return results
 
     def _run(self, planned: list[list[Planned]]) -> list[Outcome]:
         for call in itertools.chain.from_iterable(planned):
@@ -704,8 +717,7 @@ class BuiltinsMachine(RuleBasedStateMachine):
             self.expected_errors += call.error is not None
             module = KINDS[TOOLS[call.tool]].module
             self.model.touched.add(_actor_key(module, call.context))
-        params = [[call.params() for call in lane] for lane in planned]
-        results = self.loop.run(harness.run_lanes, self.loop.runtime, params)
+        results = self.submit([[call.params() for call in lane] for lane in planned])
         outcomes = [
             Outcome(call, result)
             for lane, lane_results in zip(planned, results, strict=True)

@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS actor_state (
 CREATE INDEX IF NOT EXISTS actor_state_session ON actor_state (session);
 CREATE INDEX IF NOT EXISTS actor_state_updated ON actor_state (updated_at);
 """
+_TABLES: Final = "SELECT name FROM sqlite_master WHERE type = 'table'"
 _LOAD_CHUNK: Final = 500  # below SQLite's limit on bound parameters
 
 
@@ -52,9 +53,45 @@ def _create_private(path: Path) -> None:
     The file holds every session's state; SQLite gives its -wal and -shm files
     the database file's permissions.
     """
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:  # mkdir's own words ("File exists") name no culprit
+        msg = f"{path.parent} is not a folder: a file stands where it or a folder above it goes"
+        raise NotADirectoryError(msg) from None
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    if not path.is_file():
+        msg = f"{path} is not a file (a folder stands there)"
+        raise IsADirectoryError(msg)
+
+
+_COLUMNS: Final = ("key", "session", "version", "blob", "updated_at")
+
+
+def _check_file(path: Path) -> None:
+    """Refuse, before changing anything in it, a database that is not ours.
+
+    Opened read-only, so that a file of another program keeps its journal
+    mode and gets no table of ours: only an empty database or one holding our
+    table (and its indexes) is used.
+    """
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = [row[0] for row in connection.execute(_TABLES)]
+        others = [name for name in tables if name != "actor_state"]
+        if others:
+            msg = (
+                f"the file holds another program's tables ({', '.join(others)}); "
+                "give the state store a file of its own"
+            )
+            raise StoreError(msg)
+        if tables:
+            columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(actor_state)"))
+            if columns != _COLUMNS:
+                msg = f"its table actor_state has the columns {columns}, not {_COLUMNS}"
+                raise StoreError(msg)
+    finally:
+        connection.close()
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -75,10 +112,11 @@ class SqliteBackend:
         self._path = path
         try:
             _create_private(path)
+            _check_file(path)
             self._writer = _connect(path)
             self._writer.executescript(_SCHEMA)
             self._reader = _connect(path)
-        except (OSError, sqlite3.Error) as exc:
+        except (OSError, sqlite3.Error, StoreError) as exc:
             msg = f"cannot open the state store {self.url}: {exc}"
             raise StoreError(msg) from None
 
