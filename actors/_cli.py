@@ -31,7 +31,7 @@ _DEFAULT_MODULES: Final = "planning,playbook_store,content_store"
 # About 7 KB per idle context plus its state: a bound on memory a client cannot lift.
 _DEFAULT_MAX_ACTORS: Final = 10_000
 _DAY: Final = 24 * 3600.0
-_TENANT: Final = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_TENANT: Final = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # A comment starts at a '#' that begins the line or follows white space.
 _COMMENT: Final = re.compile(r"(?:^|\s)#.*$")
 MIN_TOKEN_LENGTH: Final = 16
@@ -165,7 +165,7 @@ def _token(text: str) -> tuple[str, str | None]:
             "print(secrets.token_urlsafe(32))'"
         )
         raise argparse.ArgumentTypeError(msg)
-    if tenant and not _TENANT.match(tenant):
+    if tenant and not _TENANT.fullmatch(tenant):  # not match with $: it allows a final \n
         msg = f"tenant {tenant!r} must be 1-64 letters, digits, '.', '_' or '-'"
         raise argparse.ArgumentTypeError(msg)
     return token, tenant or None

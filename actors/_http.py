@@ -158,6 +158,8 @@ class _Session:
     principal: str
     version: str
     """The protocol version its ``initialize`` negotiated."""
+    path: str
+    """Where it was opened: requests elsewhere never reach it, whatever they are answered."""
     in_flight: int = 1
     idle_since: float = 0.0
 
@@ -170,13 +172,18 @@ class SessionTable:
     the requests and responses that pass through the gate:
 
     * a session opens with the response that carries its new
-      ``Mcp-Session-Id``, and its principal is the one of that request;
+      ``Mcp-Session-Id``, and its principal and path are the ones of that
+      request;
     * it ends with a DELETE answered with success, with a 404 for its id (the
       SDK no longer has it: ended, expired or crashed), or once it has had no
       request in flight for `idle_timeout` seconds. The SDK is given the same
       timeout and starts its timer when its part of the last request ends,
       before the gate's does, so the table never lets go of a session the SDK
       still keeps.
+
+    Only requests at the session's path count: anywhere else the app answers
+    404 without looking at the session, and taking that 404 as the session's
+    end would let a client free its place while the SDK keeps the session.
 
     A request that may open a session holds a place for its principal while
     it is served, so that many sent at once cannot overshoot the limit.
@@ -213,16 +220,16 @@ class SessionTable:
         if not self._opening[principal]:
             del self._opening[principal]
 
-    def opened(self, session_id: str, principal: str, version: str) -> None:
-        """A response named the new session `session_id`; its request is still in flight."""
-        self._sessions[session_id] = _Session(principal, version)
+    def opened(self, session_id: str, principal: str, version: str, path: str) -> None:
+        """A response to a request at `path` named the new session `session_id`, still in flight."""
+        self._sessions[session_id] = _Session(principal, version, path)
         self._by_principal.setdefault(principal, set()).add(session_id)
 
-    def enter(self, session_id: str | None, principal: str) -> _Session | None:
-        """A request for `session_id` by `principal` goes to the SDK; its session, if tracked."""
+    def enter(self, session_id: str | None, principal: str, path: str) -> _Session | None:
+        """A request at `path` for `session_id` by `principal` goes on; its session, if tracked."""
         session = None if session_id is None else self._sessions.get(session_id)
-        if session is None or session.principal != principal:
-            return None  # the SDK refuses another principal's session (404)
+        if session is None or session.principal != principal or session.path != path:
+            return None  # the SDK refuses another principal's session, the app another path (404)
         session.in_flight += 1
         return session
 
@@ -439,7 +446,7 @@ class Gate:
         if session_id is None and _may_open_a_session(scope):
             await self._open(scope, receive, send, principal, request_id, initialize)
             return
-        session = self._sessions.enter(session_id, principal)
+        session = self._sessions.enter(session_id, principal, scope["path"])
         status: int | None = None
 
         async def watch(message: Message) -> None:
@@ -476,7 +483,8 @@ class Gate:
             if message["type"] == "http.response.start" and message["status"] < 400:
                 opened = Headers(raw=message.get("headers", [])).get(MCP_SESSION_ID_HEADER)
                 if opened is not None:
-                    self._sessions.opened(opened, principal, _negotiated(initialize))
+                    version = _negotiated(initialize)
+                    self._sessions.opened(opened, principal, version, scope["path"])
             await send(message)
 
         try:
@@ -495,6 +503,7 @@ class Gate:
         for problem in plan.ignored:
             self._refusals.refused("a notification in a batch", f": {problem}")
         if plan.whole is not None:
+            self._refusals.refused("a batch", f": {plan.whole.error.message}")
             await reply_response(400, plan.whole)(scope, receive, send)
             return
         replies: list[dict[str, Any]] = [
@@ -503,7 +512,7 @@ class Gate:
         ]
         if plan.dispatch:
             assert session_id is not None  # only a tracked session gets a version
-            session = self._sessions.enter(session_id, principal)
+            session = self._sessions.enter(session_id, principal, scope["path"])
             try:
                 replies += await self._dispatch(scope, plan.dispatch, receive)
             finally:

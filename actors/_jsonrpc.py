@@ -42,13 +42,20 @@ batches") and 2025-06-18 removed them. So:
   message is handed to the SDK on its own, and the replies to its requests
   come back together, as one JSON array, once every one has settled.
   ``initialize`` may not be part of a batch (that version says so) and is
-  refused in it. A batch holds at most ``limit`` messages (the server's
-  bound on requests in flight): its replies are held until the last one,
-  so a longer one would hold more than that bound allows.
+  refused in it, and so is a request whose id an earlier request of the
+  batch has (MCP: a request id is never reused in a session): the SDK
+  would answer only one of the two, and the batch would wait forever for
+  the other.
 * Under any other version, or before a version was negotiated, batches are
   not part of the protocol: each request in it gets an error with its own
   id, saying so, and the errors come back as one array (the shape a client
   that sends batches reads); its notifications are dropped.
+* A batch holds at most ``limit`` messages (the server's bound on requests
+  in flight: its replies are held until the last one). A longer one, under
+  any version, is refused as a whole with a single error, its messages
+  unread: answering each would cost a validation and an error per message,
+  and a 1 MiB body holds half a million of them (seconds of CPU on the
+  event loop and a 70 MB answer).
 * An empty array is a single Invalid Request error (JSON-RPC 2.0).
 """
 
@@ -239,27 +246,36 @@ class BatchPlan:
     ignored: tuple[str, ...]
     """Why each dropped notification was dropped, for the log."""
     whole: Reply | None = None
-    """An error for the batch as a whole (it is empty), sent alone rather than in an array."""
+    """An error for the whole batch (empty, or too long), sent alone rather than in an array."""
 
 
 def plan_batch(elements: Sequence[object], version: str | None, limit: int) -> BatchPlan:
     """What to do with a batch received on a connection that negotiated `version`."""
     if not elements:
         return BatchPlan((), (), (), whole=_invalid(None, "an empty batch"))
-    refusal = _batch_refusal(len(elements), version, limit)
+    if len(elements) > limit:
+        problem = f"a batch holds at most {limit} messages on this server; this one has "
+        return BatchPlan((), (), (), whole=_invalid(None, problem + str(len(elements))))
+    refusal = _batch_refusal(version)
     dispatch: list[types.JSONRPCMessage] = []
     answers: list[Reply] = []
     ignored: list[str] = []
+    dispatched: set[types.RequestId] = set()
     for element in elements:
         match screen(element):
             case Accept(types.JSONRPCRequest() as request) if refusal is not None:
                 answers.append(_invalid(request.id, refusal))
             case Accept(types.JSONRPCRequest(method="initialize") as request):
                 answers.append(_invalid(request.id, "initialize must not be part of a batch"))
+            case Accept(types.JSONRPCRequest(id=request_id)) if request_id in dispatched:
+                problem = f"id {request_id!r} is taken by an earlier request of this batch"
+                answers.append(_invalid(request_id, f"{problem}; each request needs its own"))
             case Accept(message) if refusal is not None:
                 ignored.append(f"{refusal} (a {type(message).__name__} was dropped)")
             case Accept(message):
                 dispatch.append(message)
+                if isinstance(message, types.JSONRPCRequest):
+                    dispatched.add(message.id)
             case Answer(reply):
                 answers.append(reply)
             case Ignore(problem):
@@ -267,8 +283,8 @@ def plan_batch(elements: Sequence[object], version: str | None, limit: int) -> B
     return BatchPlan(tuple(dispatch), tuple(answers), tuple(ignored))
 
 
-def _batch_refusal(size: int, version: str | None, limit: int) -> str | None:
-    """Why a batch of `size` messages is refused under `version`, or ``None``."""
+def _batch_refusal(version: str | None) -> str | None:
+    """Why a batch is refused under `version`, or ``None``."""
     if version is None:
         return (
             f"batches are accepted only after the handshake negotiated protocol version "
@@ -279,6 +295,4 @@ def _batch_refusal(size: int, version: str | None, limit: int) -> str | None:
             f"batches are not part of protocol version {version} (only {BATCH_VERSION} has them); "
             "send each message on its own"
         )
-    if size > limit:
-        return f"a batch holds at most {limit} messages on this server; this one has {size}"
     return None

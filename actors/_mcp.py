@@ -413,13 +413,14 @@ class McpAdapter:
     async def _end_session(self, call: dict[str, Any], attempt: _Attempt) -> _Report:
         """End the call's own session, under the same rules as any call of the caller."""
         try:
-            self._claim_for(call, attempt)
-            assert attempt.context is not None  # claimed
-            extra = [key for key in call["arguments"] or {} if not key.startswith("__")]
-            if extra:
-                msg = f"{END_SESSION} takes no arguments, got {', '.join(map(repr, extra))}"
+            # Parsed again under the runtime's own policy, as Runtime.call parses
+            # every other call: a strict policy refuses a call naming no session.
+            parsed = parse_call(self._claim_for(call, attempt), self._policy)
+            if parsed.arguments:
+                names = ", ".join(map(repr, parsed.arguments))
+                msg = f"{END_SESSION} takes no arguments, got {names}"
                 raise ArgumentsError(msg)
-            session = attempt.context.session_id
+            session = parsed.context.session_id
             deleted = await self._runtime.end_session(session)
         except (ProtocolError, RuntimeCallError, StoreError) as exc:
             attempt.outcome = "store_error" if isinstance(exc, StoreError) else _outcome_of(exc)

@@ -177,7 +177,7 @@ def leading_request_id(head: str) -> int | str | None:
             if not head.startswith(":", index):
                 return None
             value, index = decoder.raw_decode(head, skip(index + 1))
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: arrays or objects nested too deep
             return None
         if key == "id":
             valid = isinstance(value, str) or (

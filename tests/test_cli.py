@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 from typing import TYPE_CHECKING
 
 import pytest
 import trio
 
-from actors._cli import read_tokens
+from actors._cli import _token, read_tokens
 from actors._serve import ConfigurationError, ServeOptions, describe_tokens
 
 from ._mcp_helpers import SERVE, http_server
@@ -88,6 +89,12 @@ class TestTokensFile:
     def test_describe_tokens_without_tokens_says_everyone_is_trusted(self) -> None:
         """No tokens at all is spelled out, since it means every client is trusted."""
         assert describe_tokens({}).startswith("none (every client")
+
+
+def test_a_tenant_with_a_trailing_newline_is_refused() -> None:
+    """A tenant is 1-64 letters, digits, '.', '_' or '-': a newline is none of them."""
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^tenant 'alpha\\n' must be"):
+        _token("Zq9xK2pLw7Vn4Rt3sYbT0uQ=alpha\n")
 
 
 class TestExecNextToTenants:

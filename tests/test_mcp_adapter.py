@@ -15,10 +15,11 @@ import trio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from actors import ToolModule, open_runtime
+from actors import RuntimeConfig, ToolModule, open_runtime
 from actors._mcp import STDIO_CALLER, Caller, McpAdapter, loggable
 from actors.modules import planning
 from actors.store import MemoryStore
+from protocol import ContextPolicy
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -208,3 +209,28 @@ class TestEndSession:
         assert refused.is_error
         assert text_of(refused) == "session__end takes no arguments, got 'all'"
         assert "g" in text_of(kept)
+
+    @pytest.mark.parametrize(
+        "caller",
+        [
+            Caller("token-1", tenant="alpha"),  # a 2026-era client: no Mcp-Session-Id
+            Caller("anonymous"),
+            STDIO_CALLER,
+        ],
+        ids=["tenant", "anonymous", "stdio"],
+    )
+    async def test_naming_no_session_is_refused_under_the_strict_policy(
+        self, caller: Caller
+    ) -> None:
+        """Like any call that names no session under --require-session: refused; 'default' kept."""
+        strict = RuntimeConfig(policy=ContextPolicy(require_session=True))
+        async with open_runtime([planning], strict, store=MemoryStore()) as runtime:
+            await runtime.call_tool(
+                "planning__create_goal", {"goal": "kept", "__sessionId": "default"}
+            )
+            adapter = McpAdapter(runtime, identify=lambda _ctx: caller)
+            async with Client(adapter.server) as client:
+                ended = await client.call_tool("session__end", {})
+            listed = await runtime.call_tool("planning__list_goals", {"__sessionId": "default"})
+        assert ended.is_error
+        assert "kept" in listed.first_text

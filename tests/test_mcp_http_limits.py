@@ -286,6 +286,19 @@ class TestSessionsPerToken:
         assert refused.status_code == 429
         assert pinged.status_code == 200
 
+    @pytest.mark.parametrize("method", ["GET", "DELETE"])
+    async def test_a_404_from_another_path_does_not_free_a_place(self, method: str) -> None:
+        """The app's 404 for /elsewhere says nothing about the session: it still counts."""
+        async with in_process({ALPHA: "alpha"}, limit=1) as app:
+            alpha = session_of(await app.open(ALPHA))
+            headers = {**_headers(ALPHA), MCP_SESSION_ID_HEADER: alpha}
+            elsewhere = await app.client.request(method, "/elsewhere", headers=headers)
+            refused = await app.open(ALPHA)
+            pinged = await app.ping(alpha, ALPHA)
+        assert elsewhere.status_code == 404
+        assert refused.status_code == 429
+        assert pinged.status_code == 200
+
 
 async def test_the_default_limit_is_100_sessions_per_token() -> None:
     """A real server: alpha's 101st session is refused, beta still gets in."""

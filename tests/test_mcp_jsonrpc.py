@@ -137,15 +137,47 @@ class TestScreen:
         assert [m.id for m in plan.dispatch if isinstance(m, types.JSONRPCRequest)] == [3]
         assert [reply.id for reply in plan.answers] == [1, 1.5, None]
 
-    def test_a_batch_over_the_limit_and_an_empty_one_are_refused(self) -> None:
-        """The limit bounds the replies held for one batch; [] is a single error."""
-        too_long = plan_batch([message(id=n) for n in range(5)], "2025-03-26", limit=4)
-        assert too_long.dispatch == ()
-        assert "at most 4 messages" in too_long.answers[0].error.message
-        empty = plan_batch([], "2025-03-26", limit=4)
+    def test_a_request_reusing_an_id_of_its_batch_is_refused(self) -> None:
+        """The first request with an id goes on; a later one with that id gets an error."""
+        batch = [message(id=1), message(id="1"), message(id=1, method="tools/list"), PING]
+        plan = plan_batch(batch, "2025-03-26", limit=32)
+        assert [m.id for m in plan.dispatch if isinstance(m, types.JSONRPCRequest)] == [1, "1"]
+        assert len(plan.dispatch) == 3
+        (reply,) = plan.answers
+        assert reply.id == 1
+        assert reply.error.message == (
+            "Invalid Request: id 1 is taken by an earlier request of this batch; "
+            "each request needs its own"
+        )
+
+    @pytest.mark.parametrize("version", ["2025-03-26", "2025-11-25", None])
+    def test_a_batch_over_the_limit_and_an_empty_one_are_refused_whole(
+        self, version: str | None
+    ) -> None:
+        """The limit bounds the replies held for one batch; past it, or [], one error, id null."""
+        too_long = plan_batch([message(id=n) for n in range(5)], version, limit=4)
+        assert (too_long.dispatch, too_long.answers, too_long.ignored) == ((), (), ())
+        assert too_long.whole is not None
+        assert too_long.whole.id is None
+        assert too_long.whole.error.message == (
+            "Invalid Request: a batch holds at most 4 messages on this server; this one has 5"
+        )
+        empty = plan_batch([], version, limit=4)
         assert empty.answers == ()
         assert empty.whole is not None
         assert empty.whole.id is None
+
+    def test_a_huge_batch_costs_one_error_not_one_per_member(self) -> None:
+        """Half a million members in a 1 MiB body: no member is read, the answer stays small.
+
+        Answering each would take seconds of CPU on the event loop and a 70 MB reply.
+        """
+        huge = [1] * 500_000
+        for version in ("2025-03-26", "2025-11-25", None):
+            plan = plan_batch(huge, version, limit=32)
+            assert plan.whole is not None
+            assert plan.answers == ()
+            assert len(plan.whole.model_dump_json()) < 200
 
 
 async def replies_until(server: RawServer, last: object) -> list[Any]:
@@ -243,17 +275,22 @@ class TestStdio:
         assert "smuggled" in json.dumps(listed)
 
     async def test_batches_over_the_bound_and_empty_ones_are_refused(self) -> None:
-        """More messages than the bound on requests in flight: each request refused; [] once."""
+        """More messages than the bound on requests in flight, or none: one error, id null."""
         async with raw_server() as server:
             await server.initialize("2025-03-26")
             await server.send(json.dumps([message(id=n) for n in range(40)]).encode())
-            too_long = await server.receive_json()
+            too_long = await server.receive()
             await server.send(b"[]")
             empty = await server.receive()
-        assert [reply["id"] for reply in too_long] == list(range(40))
-        assert "a batch holds at most 32 messages" in too_long[0]["error"]["message"]
+            served = await server.call("planning__list_goals", {"__sessionId": "s"})
+        assert too_long["id"] is None
+        assert (
+            "a batch holds at most 32 messages on this server; this one has 40"
+            in (too_long["error"]["message"])
+        )
         assert empty["id"] is None
         assert "an empty batch" in empty["error"]["message"]
+        assert "result" in served
 
     async def test_cancelled_requests_give_back_their_place(self) -> None:
         """Requests the client cancels (ids as numbers or strings) no longer count as in flight.
@@ -382,6 +419,31 @@ class TestHttp:
         assert by_id["b"]["result"]["tools"]
         assert "initialize must not be part of a batch" in by_id["i"]["error"]["message"]
         assert "smuggled" in goals
+
+    async def test_a_batch_reusing_an_id_is_answered_not_left_hanging(self) -> None:
+        """Two requests with one id: the SDK would answer one; here the other gets an error."""
+        async with http_session("2025-03-26") as session:
+            twice = [message(id=1, method="tools/list", params={})] * 2
+            answered = await session.post(twice)  # without an answer: the client's timeout
+        assert answered.status_code == 200
+        first, second = sorted(answered.json(), key=lambda reply: "error" in reply)
+        assert first["result"]["tools"]
+        assert "id 1 is taken by an earlier request of this batch" in second["error"]["message"]
+
+    async def test_a_huge_batch_is_refused_whole_and_at_once(self) -> None:
+        """A 1 MiB body of 500 000 members gets one small error, even before any handshake."""
+        async with http_session("2025-11-25") as session:
+            huge = await session.post(b"[" + b",".join([b"1"] * 500_000) + b"]")
+            del session.headers[MCP_SESSION_ID_HEADER]
+            unbound = await session.post(b"[" + b",".join([b"{}"] * 300_000) + b"]")
+        for answer in (huge, unbound):
+            assert answer.status_code == 400
+            assert len(answer.content) < 300
+            assert answer.json()["id"] is None
+            assert (
+                "a batch holds at most 32 messages on this server"
+                in (answer.json()["error"]["message"])
+            )
 
     async def test_a_batch_on_a_later_version_is_refused_request_by_request(self) -> None:
         """2025-11-25 has no batches: each request gets an error with its id; nothing runs."""

@@ -268,6 +268,17 @@ class TestBadInput:
         assert refused["error"]["message"].startswith("Invalid Request: the message is 50000 bytes")
         assert "result" in served
 
+    async def test_an_oversized_line_nested_too_deep_to_scan_is_refused(self) -> None:
+        """The scan for its id meets arrays nested thousands deep: refused, and serving goes on."""
+        async with raw_server("--max-request-bytes", "1000") as server:
+            await server.initialize()
+            await server.send(b'{"params": ' + b"[" * 5000 + b'], "id": 3}')
+            refused = await server.receive()
+            served = await server.call("planning__list_goals", {"__sessionId": "s"})
+        assert refused["id"] is None
+        assert refused["error"]["message"].startswith("Invalid Request: the message is 5022 bytes")
+        assert "result" in served
+
 
 class TestShutdown:
     async def test_eof_on_stdin_exits_0_and_stops_the_processes(self) -> None:

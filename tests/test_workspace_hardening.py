@@ -9,6 +9,7 @@ left on disk. Linux only, like the module.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -47,7 +48,7 @@ from .test_workspace import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator, Iterator
 
     from actors import Runtime
 
@@ -162,38 +163,56 @@ class TestWhichProgramRuns:
             message = await error(runtime, "execute_command", "s1", command="sh -c id")
         assert message == "Error: program 'sh' is not allowed; allowed programs: ls"
 
-    @pytest.mark.parametrize(
-        ("change", "message"),
-        [
-            ("remove", "Error: program 'tool' not found"),
-            ("chmod", "Error: program 'tool' is not executable"),
-            ("garble", "Error: cannot start 'tool': Exec format error"),
-        ],
-    )
     async def test_a_program_that_cannot_be_executed_is_an_error_of_the_call(
-        self, tmp_path: Path, change: str, message: str
+        self, tmp_path: Path
     ) -> None:
         """The supervisor reports why the program did not start; nothing is left counted."""
         bin_dir = tmp_path / "bin"
         bin_dir.mkdir()
         tool = bin_dir / "tool"
-        tool.write_text("#!/bin/sh\n")
+        tool.write_bytes(b"\x7fELF garbage")
+        tool.chmod(0o755)
+        # No allowlist: an allowed file that changed since startup would not even be tried.
+        module_options: dict[str, Any] = {"allow": None, "path": str(bin_dir)}
+        async with running(tmp_path / "root", max_processes=1, **module_options) as runtime:
+            got = await error(runtime, "execute_command", "s1", command="tool")
+            tool.write_text("#!/bin/sh\n")
+            after = await _start_when_free(runtime, "s1", "tool")
+        assert got == "Error: cannot start 'tool': Exec format error"
+        assert after.startswith("proc_")
+
+    @pytest.mark.parametrize("change", ["rewrite", "replace", "chmod", "remove"])
+    async def test_an_allowed_file_changed_since_startup_is_refused(
+        self, tmp_path: Path, change: str
+    ) -> None:
+        """Rewritten in place (same inode, mtime set back), replaced, chmod-ed or removed."""
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        tool = bin_dir / "tool"
+        tool.write_text("#!/bin/sh\necho allowed\n")
         tool.chmod(0o755)
         module_options: dict[str, Any] = {"allow": {"tool"}, "path": str(bin_dir)}
-        async with running(tmp_path / "root", max_processes=1, **module_options) as runtime:
-            if change == "remove":
+        async with running(tmp_path / "root", **module_options) as runtime:
+            before = await finished(runtime, "s1", await start(runtime, "s1", "tool"))
+            if change == "rewrite":  # what `cp /bin/sh tool; touch -r backup tool` does
+                times = tool.stat()
+                with tool.open("r+") as file:
+                    file.write("#!/bin/sh\necho swapped\n")  # as long as the original
+                os.utime(tool, ns=(times.st_atime_ns, times.st_mtime_ns))
+            elif change == "replace":
                 tool.unlink()
+                tool.write_text("#!/bin/sh\necho swapped\n")
+                tool.chmod(0o755)
             elif change == "chmod":
-                tool.chmod(0o644)
+                tool.chmod(0o4755)
             else:
-                tool.write_bytes(b"\x7fELF garbage")
-            got = await error(runtime, "execute_command", "s1", command="tool")
-            tool.unlink(missing_ok=True)
-            tool.write_text("#!/bin/sh\n")
-            tool.chmod(0o755)
-            after = await _start_when_free(runtime, "s1", "tool")
-        assert got == message
-        assert after.startswith("proc_")
+                tool.unlink()
+            message = await error(runtime, "execute_command", "s1", command="tool")
+        assert before["stdout"] == "allowed\n"
+        assert message == (
+            "Error: program 'tool' is no longer the file allowed when the server started; "
+            "an operator must restart the server to allow it again"
+        )
 
     def test_an_allowed_program_missing_from_the_path_is_a_build_error(
         self, tmp_path: Path
@@ -414,6 +433,96 @@ class TestNoOrphans:
         assert (polled["status"], polled["exitCode"]) == ("killed", -signal.SIGKILL)
         assert any("ended (-9) before its command" in r.getMessage() for r in caplog.records)
 
+    async def test_a_command_that_stops_its_supervisor_still_dies_with_the_session(
+        self, tmp_path: Path, strays: list[int]
+    ) -> None:
+        """SIGSTOP to its supervisor: woken at stop, it kills the tree and gives its place back."""
+        script = (
+            "echo $PPID > sup.tmp && mv sup.tmp sup; "
+            "sleep 300 & echo $! > bg.tmp && mv bg.tmp bg; kill -STOP $PPID; wait"
+        )
+        async with running(tmp_path, allow={"sh"}, max_processes_total=1) as runtime:
+            await start(runtime, "s1", sh(script))
+            (directory,) = session_directories(tmp_path)
+            supervisor = await read_pid(directory / "sup")
+            child = await read_pid(directory / "bg")
+            strays += [child, supervisor]
+            await wait_until(lambda: _state_of(supervisor) == "T")
+            await runtime.end_session("s1")
+            after = await start(runtime, "s2", sh("true"))
+        assert reaped(supervisor)
+        assert reaped(child)
+        assert after.startswith("proc_")  # the stopped supervisor no longer holds the only place
+
+    async def test_a_supervisor_kept_stopped_is_killed_and_reaped(
+        self, tmp_path: Path, strays: list[int]
+    ) -> None:
+        """Stopped again and again from outside its tree, it is killed: no place is held for good.
+
+        What still runs below it then escapes (a known limit): the test kills it.
+        """
+        script = "echo $PPID > sup.tmp && mv sup.tmp sup; echo $$ > me.tmp && mv me.tmp me"
+        async with running(tmp_path, allow={"sh"}, max_processes_total=1) as runtime:
+            await start(runtime, "s1", sh(f"{script}; exec sleep 300"))
+            (directory,) = session_directories(tmp_path)
+            supervisor = await read_pid(directory / "sup")
+            strays += [supervisor, await read_pid(directory / "me")]
+            async with _stopping(supervisor):
+                await runtime.end_session("s1")
+            after = await start(runtime, "s2", sh("true"))
+        assert reaped(supervisor)
+        assert after.startswith("proc_")
+
+    async def test_what_an_early_dead_supervisor_left_in_stderr_cannot_forge_log_lines(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """That stderr is the command's too: it is logged escaped, on one line, and cut."""
+        forged = "\n2026-01-01 00:00:00,000 ERROR actors.mcp: forged\x1b[2J"
+        fake = tmp_path / "supervisor.py"  # dies before its report, as one killed at once would
+        fake.write_text(f"import sys\nsys.stderr.write({'x' * 5000 + forged!r})\nsys.exit(3)\n")
+        monkeypatch.setattr(_workspace, "_SUPERVISOR", fake)
+        async with running(tmp_path / "root") as runtime:
+            message = await error(runtime, "execute_command", "s1", command=python("1"))
+
+            def logged() -> list[str]:
+                return [r.getMessage() for r in caplog.records if "before it reported" in r.msg]
+
+            await wait_until(lambda: bool(logged()))
+        (line,) = logged()
+        assert message == f"Error: cannot start {PYTHON!r}: its supervisor exited first"
+        assert "\n" not in line
+        assert "\x1b" not in line
+        assert line.endswith(r"forged\x1b[2J'")
+        assert len(line) < 1200
+
+
+def _state_of(pid: int) -> str:
+    """The state letter of `pid` in /proc (``T``: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@contextlib.asynccontextmanager
+async def _stopping(pid: int) -> AsyncIterator[None]:
+    """Another process sends `pid` SIGSTOP every millisecond while the block runs."""
+    # Through a pidfd, so that the loop can never stop another process that reuses the pid.
+    code = (
+        "import os, signal, sys, time\n"
+        "fd = os.pidfd_open(int(sys.argv[1]))\n"
+        "while True:\n"
+        "    try:\n"
+        "        signal.pidfd_send_signal(fd, signal.SIGSTOP)\n"
+        "    except ProcessLookupError:\n"
+        "        break\n"
+        "    time.sleep(0.001)\n"
+    )
+    stopper = await trio.lowlevel.open_process([sys.executable, "-c", code, str(pid)])
+    try:
+        await wait_until(lambda: _state_of(pid) == "T")
+        yield
+    finally:
+        stopper.kill()
+        await stopper.wait()
+
 
 class TestOutputCap:
     async def test_a_program_writing_past_the_cap_is_stopped(self, tmp_path: Path) -> None:
@@ -617,5 +726,33 @@ def test_the_supervisor_is_standard_library_only() -> None:
     code = f"import runpy; runpy.run_path({str(supervisor)!r}, run_name='not_main')"
     result = subprocess.run(
         [sys.executable, "-I", "-S", "-c", code], capture_output=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.skipif(
+    os.geteuid() == 0 and shutil.which("setpriv") is None,
+    reason="as root, setpriv is needed to run the supervisor's code as another user",
+)
+def test_a_process_of_another_user_does_not_crash_the_supervisor() -> None:
+    """EPERM (a setuid program, sudo) is skipped like an exited process, not raised.
+
+    The supervisor's code runs as nobody, in a session of its own, against this
+    test's process and group (root's); signal 0 only asks whether it may signal them.
+    """
+    supervisor = Path(__file__).parent.parent / "actors" / "modules" / "_supervisor.py"
+    code = (
+        "import runpy, sys\n"
+        "module = runpy.run_path(sys.argv[1], run_name='not_main')\n"
+        "module['_signal'](int(sys.argv[2]), 0)\n"
+        "supervision = module['_Supervisor'](-1)\n"
+        "supervision.command = int(sys.argv[3])\n"
+        "supervision._signal_group(0)\n"
+    )
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    command = [*(as_nobody if os.geteuid() == 0 else []), sys.executable, "-I", "-S", "-c", code]
+    targets = [str(supervisor), str(os.getpid()), str(os.getpgrp())]
+    result = subprocess.run(
+        [*command, *targets], capture_output=True, check=False, start_new_session=True
     )
     assert result.returncode == 0, result.stderr

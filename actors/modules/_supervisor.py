@@ -99,7 +99,10 @@ def _children() -> list[int]:
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):  # exited meanwhile; still unreaped, so still ours
+    # ProcessLookupError: exited meanwhile (still unreaped, so still ours).
+    # PermissionError: it runs as another user now (sudo, a setuid program);
+    # that one cannot be signalled, but the others must still be.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
 
 
@@ -179,7 +182,9 @@ class _Supervisor:
         """Signal the command's process group, while the command is unreaped."""
         # The unreaped command pins its pid, so no other group can have that id.
         if self.command:
-            with contextlib.suppress(ProcessLookupError):  # it left its group, now empty
+            # ProcessLookupError: the group is empty (its members left it);
+            # PermissionError: what is left of it runs as another user.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.command, sig)
 
 

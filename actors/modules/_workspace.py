@@ -26,13 +26,18 @@ never run as a program.
 
 With an allowlist, each allowed name is looked up once, when the module is
 built (a name that is not found is a build error), and the module keeps the
-file it found and that file's real path. A command's ``argv[0]`` must be one
-of the allowed names, exactly; the module executes the file found at build
-time, after checking that its real path has not changed since (a symlink
-repointed since startup is refused). Comparing names as well as real paths
-matters: on a multi-call binary (busybox) ``ls`` and ``sh`` are one file, and
-only the name tells them apart. Without an allowlist the name is looked up
-on the search path at every call.
+file it found and that file's identity (device, inode, size, modification
+and change times). A command's ``argv[0]`` must be one of the allowed names,
+exactly; the module executes the file found at build time, after checking
+that it is still that file, unchanged: a symlink repointed, a file replaced,
+rewritten in place, its mode changed or removed since startup is refused.
+The check and the start are two steps, so a session that can write the file
+(every file, on a server running as root; a ``PATH`` directory the server's
+user owns, like a virtual environment's ``bin``) can still swap it in
+between: allow only programs the server's user cannot write. Comparing names
+as well as files matters: on a multi-call binary (busybox) ``ls`` and ``sh``
+are one file, and only the name tells them apart. Without an allowlist the
+name is looked up on the search path at every call.
 
 Work a caller can ask for is bounded before it is done: a command longer
 than ``command_cap`` characters is refused before it is parsed (``shlex`` is
@@ -108,8 +113,12 @@ follows it:
   either recorded something or left it for the next reader.
 * ``on_stop`` asks every live supervisor to terminate its tree, waits up to
   two seconds for them to exit, then shuts down their sockets (SIGKILL to
-  every tree) and reaps them. The kill and the reap run shielded, so they
-  happen even when the runtime's ``stop_timeout`` cuts the grace short.
+  every tree; SIGCONT to each supervisor, which its command may have
+  stopped) and reaps them. A supervisor still there a second later (its
+  command keeps stopping it) is killed itself and reaped, so that it holds
+  no place in the process count for good. The kill and the reap run
+  shielded, so they happen even when the runtime's ``stop_timeout`` cuts the
+  grace short.
 
 Processes are bounded per session (``max_processes`` live supervised
 commands) and across all sessions of the module (``max_processes_total``):
@@ -118,8 +127,9 @@ and everything it started have exited.
 
 Known limits
 ------------
-* Same user: see the first section. A command can kill its own supervisor;
-  what is below it then escapes to init.
+* Same user: see the first section. A command can kill its own supervisor,
+  or keep stopping it until it is killed; what is below it then escapes to
+  init.
 * A fork bomb inside one command is bounded by the host's limits only, until
   the command's timeout or the actor's stop kills the tree. ``RLIMIT_NPROC``
   does not help: it counts every process and thread of the server's user
@@ -144,6 +154,7 @@ import os
 import secrets
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -177,6 +188,7 @@ KEPT_RECORDS = 256
 """Commands a session remembers for poll_process; the oldest finished ones are forgotten."""
 _CWD_CAP: Final = 4096  # characters; longer paths do not resolve anyway (PATH_MAX)
 _REPORT_CAP: Final = 256  # bytes of an unfinished report line before a supervisor is not believed
+_LOGGED_STDERR: Final = 1000  # characters of a failed supervisor's stderr in the log
 
 
 def _capture(file: IO[bytes], cap: int, file_cap: int) -> tuple[str, bool]:
@@ -195,12 +207,28 @@ class _Output:
     truncated: bool
 
 
+_Identity = tuple[int, int, int, int, int]
+"""A file's device, inode, size, modification and change times: which file, which version.
+
+The change time is set by the kernel on any change (contents, mode, owner,
+links) and no user can set it back, unlike the modification time."""
+
+
+def _identity(path: str) -> _Identity | None:
+    """The identity of the file `path` leads to (symlinks followed); None if there is none."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+
+
 @attrs.frozen
 class _Allowed:
     path: str
     """Where the program was found on the search path when the module was built: what runs."""
-    real: str
-    """Its real path then: a command is refused if that changed."""
+    identity: _Identity
+    """The file it led to then: a command is refused if that changed."""
 
 
 @attrs.frozen
@@ -231,7 +259,7 @@ class _Programs:
             allowed = ", ".join(sorted(self.allowed)) or "(none)"
             msg = f"Error: program {name!r} is not allowed; allowed programs: {allowed}"
             raise ToolError(msg)
-        if os.path.realpath(entry.path) != entry.real:
+        if _identity(entry.path) != entry.identity:
             msg = (
                 f"Error: program {name!r} is no longer the file allowed when the server "
                 "started; an operator must restart the server to allow it again"
@@ -362,6 +390,16 @@ class _Command:
         """Ask the supervisor to SIGKILL the command's tree and exit (end of file on its socket)."""
         with contextlib.suppress(OSError):  # already shut down, or the supervisor is gone
             self.control.shutdown(socket.SHUT_WR)
+        # The command may have stopped its supervisor (SIGSTOP; same user): a
+        # stopped supervisor would never read the end of file.
+        self.signal_supervisor(signal.SIGCONT)
+
+    def signal_supervisor(self, number: signal.Signals) -> None:
+        """Send `number` to the supervisor itself, while it is unreaped (its pid is its own)."""
+        # Not trio.Process.send_signal: its poll() would reap the supervisor,
+        # and only `reap` may.
+        if not self.reaped:
+            os.kill(self.supervisor.pid, number)  # unreaped, even a zombie: the pid exists
 
     def output(self, cap: int, file_cap: int) -> _Output:
         """The first `cap` bytes of each stream so far, or the final output once exited."""
@@ -442,9 +480,12 @@ class _Command:
     def _log_early_end(self, code: int) -> None:
         assert self.final is not None
         if self.pid is None:  # its own error, if it had one, is in stderr
+            # The command's stderr too, should it have started and killed its
+            # supervisor before the report: escaped (one line) and cut to its
+            # end, where a traceback says what went wrong.
             logger.error(
-                "supervisor %d ended (%d) before it reported a start: %s",
-                *(self.supervisor.pid, code, self.final.stderr),
+                "supervisor %d ended (%d) before it reported a start: %r",
+                *(self.supervisor.pid, code, self.final.stderr[-_LOGGED_STDERR:]),
             )
         else:  # something killed it; what was below it is no longer watched
             logger.warning("supervisor %d ended (%d) before its command", self.supervisor.pid, code)
@@ -525,9 +566,7 @@ class WorkspaceState:
         try:
             for entry in running:
                 entry.terminate()
-            with trio.move_on_after(_TERM_GRACE):
-                for entry in running:
-                    await entry.settle(self.config)
+            await self._settle(running, _TERM_GRACE)
         finally:
             # Shielded, so that also when the runtime's stop_timeout cancels us
             # mid-grace the trees are killed and the supervisors reaped: no
@@ -540,17 +579,28 @@ class WorkspaceState:
         """Kill what is left of the trees of `running`, reap the supervisors, stop the watchers."""
         for entry in running:
             entry.kill()
-        with trio.move_on_after(_REAP_TIMEOUT):
-            for entry in running:
-                await entry.settle(self.config)
+        await self._settle(running, _REAP_TIMEOUT)
+        # A supervisor its command keeps stopping never exits on its own, and
+        # would hold its place in the module's count for good: it is killed,
+        # and what still runs below it escapes (a known limit).
+        stuck = [entry for entry in running if not entry.reaped]
+        for entry in stuck:
+            logger.error(
+                "supervisor %d did not exit after killing its command's processes; killing it",
+                entry.supervisor.pid,
+            )
+            entry.signal_supervisor(signal.SIGKILL)
+        await self._settle(stuck, _REAP_TIMEOUT)
         for entry in running:
             if not entry.reaped:  # a process in uninterruptible sleep, say; nothing more we can do
-                logger.error(
-                    "supervisor %d did not exit after killing its command's processes; "
-                    "leaving it unreaped",
-                    entry.supervisor.pid,
-                )
+                logger.error("supervisor %d is left unreaped", entry.supervisor.pid)
             await entry.stop_watching()
+
+    async def _settle(self, entries: list[_Command], seconds: float) -> None:
+        """Wait up to `seconds` for the supervisors of `entries` to be reaped."""
+        with trio.move_on_after(seconds):
+            for entry in entries:
+                await entry.settle(self.config)
 
     async def _remove_directory(self) -> None:
         # In a thread: a big tree must not stall other actors.
@@ -834,10 +884,11 @@ def _programs(allow: Collection[str] | None, path: str | None) -> _Programs:
             msg = f"allow lists program names looked up on PATH, like 'python3'; got {name!r}"
             raise ValueError(msg)
         found = shutil.which(name, path=search_path)
-        if found is None:
+        identity = None if found is None else _identity(found)
+        if found is None or identity is None:
             msg = f"allow: program {name!r} not found on the search path {search_path!r}"
             raise ValueError(msg)
-        allowed[name] = _Allowed(found, os.path.realpath(found))
+        allowed[name] = _Allowed(found, identity)
     return _Programs(search_path, allowed)
 
 
@@ -863,7 +914,8 @@ async def execute_command(
 
 def poll_process(
     state: WorkspaceState,
-    processId: Annotated[str, "The id execute_command returned."],  # the seeds' wire name
+    # camelCase, as clients already send it.
+    processId: Annotated[str, "The id execute_command returned."],
 ) -> CallResult:
     """Report a process's status, exit code and captured output (first output_cap bytes)."""
     entry = state.get(processId)
