@@ -585,6 +585,22 @@ class TestProcessCaps:
         )
         assert from_s2 == from_s3 == expected
 
+    async def test_one_tenant_cannot_take_every_place(self, tmp_path: Path) -> None:
+        """max_processes_per_tenant: alpha's sessions together stop at it; beta still starts."""
+        sleep = python("import time; time.sleep(60)")
+        async with running(
+            tmp_path, max_processes=2, max_processes_per_tenant=3, max_processes_total=10
+        ) as runtime:
+            for session in ("alpha/a", "alpha/a", "alpha/b"):
+                await start(runtime, session, sleep)
+            refused = await error(runtime, "execute_command", "alpha/c", command=sleep)
+            other = await start(runtime, "beta/a", sleep)
+        assert refused == (
+            "Error: tenant 'alpha' already runs 3 processes across its sessions "
+            "(the limit is 3); try again when some have finished"
+        )
+        assert other.startswith("proc_")
+
     async def test_a_stopped_session_gives_its_share_back(self, tmp_path: Path) -> None:
         """When a session's actor expires, its processes no longer count against the total."""
         sleep = python("import time; time.sleep(60)")

@@ -121,9 +121,11 @@ follows it:
   grace short.
 
 Processes are bounded per session (``max_processes`` live supervised
-commands) and across all sessions of the module (``max_processes_total``):
-each holds a few file descriptors in the server. A command counts until it
-and everything it started have exited.
+commands), per tenant (``max_processes_per_tenant``: the sessions ``T`` and
+``T/…``, so that one tenant's sessions cannot take every place) and across
+all sessions of the module (``max_processes_total``): each holds a few file
+descriptors in the server. A command counts until it and everything it
+started have exited.
 
 Known limits
 ------------
@@ -144,6 +146,7 @@ Known limits
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import hashlib
@@ -165,7 +168,7 @@ from typing import IO, TYPE_CHECKING, Annotated, Any, Final, Literal
 import attrs
 import trio
 
-from protocol import CallResult, Scope, ToolContext
+from protocol import CallResult, Scope, ToolContext, tenant_of
 
 from .._errors import ToolError
 from .._module import ToolModule
@@ -275,6 +278,7 @@ class _Config:
     file_cap: int
     command_cap: int
     max_processes: int
+    max_processes_per_tenant: int
     max_processes_total: int
 
 
@@ -295,6 +299,20 @@ class _Host:
     """Sessions holding the root: made by the first, removed after the last."""
     running: int = 0
     """Supervisors not yet reaped, across all sessions."""
+    by_tenant: collections.Counter[str] = attrs.field(factory=collections.Counter)
+    """Supervisors not yet reaped, per tenant (absent once none)."""
+
+    def take(self, tenant: str) -> None:
+        """Count one more supervisor of `tenant`."""
+        self.running += 1
+        self.by_tenant[tenant] += 1
+
+    def give_back(self, tenant: str) -> None:
+        """Count one supervisor of `tenant` less."""
+        self.running -= 1
+        self.by_tenant[tenant] -= 1
+        if not self.by_tenant[tenant]:
+            del self.by_tenant[tenant]  # tenants come and go: keep the table small
 
     def acquire(self, session_id: str) -> Path:
         """The directory of `session_id` (not made yet), making the root if no session holds it."""
@@ -539,6 +557,8 @@ class WorkspaceState:
     host: _Host
     directory: Path
     """The session's working directory; commands run in it or below it."""
+    tenant: str
+    """The session's tenant (`protocol.tenant_of`), whose share its commands count against."""
     processes: dict[str, _Command] = attrs.field(factory=dict)
     """Process id → command, for every command started in this session."""
     live: set[_Command] = attrs.field(factory=set)
@@ -664,6 +684,14 @@ class WorkspaceState:
                 "for one to finish (poll_process) before starting another"
             )
             raise ToolError(msg)
+        tenant_limit = self.config.max_processes_per_tenant
+        if self.host.by_tenant[self.tenant] >= tenant_limit:
+            msg = (
+                f"Error: tenant {self.tenant!r} already runs {self.host.by_tenant[self.tenant]} "
+                f"processes across its sessions (the limit is {tenant_limit}); try again when "
+                "some have finished"
+            )
+            raise ToolError(msg)
         total = self.config.max_processes_total
         if self.host.running >= total:
             msg = (
@@ -678,11 +706,11 @@ class WorkspaceState:
         self.check_capacity()
         # Counted before the first checkpoint, so that sessions starting commands
         # at the same time cannot all pass the check.
-        self.host.running += 1
+        self.host.take(self.tenant)
         try:
             entry = await _spawn(self, executable, argv, cwd, deadline)
         except BaseException:
-            self.host.running -= 1
+            self.host.give_back(self.tenant)
             raise
         self.live.add(entry)
         # No checkpoint since the spawn, so the supervisor cannot be left without its reaper.
@@ -706,7 +734,7 @@ class WorkspaceState:
     def forget(self, entry: _Command) -> None:
         """A supervisor was reaped: it no longer counts against the limits."""
         self.live.discard(entry)
-        self.host.running -= 1
+        self.host.give_back(self.tenant)
 
     def new_id(self) -> str:
         """A fresh process id, unique in this session and hard to guess."""
@@ -818,6 +846,7 @@ def workspace(
     file_cap: int = 8 * 1024 * 1024,
     command_cap: int = 16 * 1024,
     max_processes: int = 16,
+    max_processes_per_tenant: int = 32,
     max_processes_total: int = 64,
     path: str | None = None,
 ) -> ToolModule[WorkspaceState]:
@@ -831,7 +860,8 @@ def workspace(
     each of stdout and stderr a poll returns; `file_cap` the largest file a
     command may write, its stdout and stderr included; `command_cap` the
     longest command line, in characters. `max_processes` bounds the commands
-    one session runs at once, `max_processes_total` those of all sessions.
+    one session runs at once, `max_processes_per_tenant` those of one tenant's
+    sessions (``T`` and ``T/…``), `max_processes_total` those of all sessions.
     `path` is the search path for programs (default: the server's ``PATH``;
     relative entries are dropped). Hosts must add the module explicitly; see
     the module docstring for what it does and does not protect.
@@ -841,6 +871,7 @@ def workspace(
         "file_cap": file_cap,
         "command_cap": command_cap,
         "max_processes": max_processes,
+        "max_processes_per_tenant": max_processes_per_tenant,
         "max_processes_total": max_processes_total,
     }
     for name, value in limits.items():
@@ -853,7 +884,8 @@ def workspace(
     def new_state(context: ToolContext) -> WorkspaceState:
         # The state holds the root from here: on_stop, which the runtime runs
         # for every state it made (even when on_start fails), lets go of it.
-        return WorkspaceState(config, host, host.acquire(context.session_id))
+        session = context.session_id
+        return WorkspaceState(config, host, host.acquire(session), tenant_of(session))
 
     module = ToolModule(
         "workspace",
