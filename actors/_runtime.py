@@ -805,7 +805,10 @@ class Runtime:
 
     async def _serve(self, actor: _Actor, keeper: Keeper) -> None:
         """Serve calls until the mailbox is closed and drained."""
-        awaited = keeper.heal or keeper.durable or actor.module.has_awaited_tools
+        # Store I/O is not on this list: each store bounds its own operations
+        # (SQLite's busy timeout, PostgreSQL's connect and TCP timeouts), and
+        # arming the deadline around every write would cost every durable call.
+        awaited = keeper.heal or actor.module.has_awaited_tools
         if self._timeout == math.inf or not awaited:
             await self._serve_calls(actor, keeper, None)  # nothing a deadline could cancel
             return
@@ -836,11 +839,9 @@ class Runtime:
             actor.current = envelope
             tool = envelope.tool
             # Only code that awaits can be cancelled, so the deadline is armed
-            # for async and heavy handlers, hooks and store I/O; an inline sync
-            # handler runs to completion.
-            armed = deadline is not None and (
-                tool.is_async or tool.heavy or heal is not None or durable
-            )
+            # for async and heavy handlers and hooks; an inline sync handler
+            # runs to completion (and its write is bounded by the store).
+            armed = deadline is not None and (tool.is_async or tool.heavy or heal is not None)
             if armed:
                 assert deadline is not None
                 deadline.deadline = trio.current_time() + timeout

@@ -17,6 +17,7 @@ that raises was not acknowledged, whether or not it reached the disk.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Protocol, final
 
@@ -93,6 +94,7 @@ class StateStore(Protocol):
         ...
 
 
+@functools.lru_cache(maxsize=4096)  # an actor's key is encoded at every save
 def encode_key(key: ActorKey) -> str:
     """The key as one unambiguous text: a JSON array, absent parts ``null``."""
     context = key.context
