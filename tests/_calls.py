@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -37,3 +38,18 @@ class ModuleCalls:
         result = await self.call(runtime, tool, session, **arguments)
         assert result.is_error
         return result.first_text
+
+
+_GOAL_LINE = re.compile(r"- (g\d+): (.+)")
+
+
+def listed_goals(text: str) -> list[tuple[str, str]]:
+    """(id, goal) for each line of a ``planning__list_goals`` answer, in order."""
+    if text == "No goals yet.":
+        return []
+    goals = []
+    for line in text.splitlines()[1:]:
+        found = _GOAL_LINE.fullmatch(line)
+        assert found is not None, f"unreadable goal line {line!r}"
+        goals.append((found[1], found[2]))
+    return goals

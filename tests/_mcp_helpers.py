@@ -36,6 +36,20 @@ STARTUP_TIMEOUT = 20.0
 _LISTENING = re.compile(r"listening on (http://\S+)")
 
 
+def initialize_request(client: str, version: str = "2025-11-25") -> dict[str, Any]:
+    """A raw JSON-RPC ``initialize`` request (id 1) from a client named `client`."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": client, "version": "0"},
+        },
+    }
+
+
 async def open_session(session: ClientSession, era: Era) -> ClientSession:
     """Start `session` in `era` and return it."""
     if era == "legacy":

@@ -34,6 +34,7 @@ import attrs
 import pytest
 import trio
 
+from ._calls import listed_goals
 from ._mcp_helpers import SERVE, RawServer, raw_server
 from ._postgres import free_port
 
@@ -48,7 +49,6 @@ CALLS_PER_ROUND: Final = 400
 KILL_AFTER: Final = 50
 ROUNDS: Final = 5  # each kill comes at another point of a commit
 _CREATED: Final = re.compile(r"Created goal (g\d+): (goal-\d+-\d+)")
-_LISTED: Final = re.compile(r"- (g\d+): (goal-\d+-\d+)")
 _GUARD: Final = 60  # seconds: a hung server fails the test instead of hanging it
 
 
@@ -176,16 +176,8 @@ async def _stored_goals(url: str) -> dict[str, list[tuple[str, str]]]:
                 reply = await lines.next()
                 assert reply is not None
                 assert reply["id"] == session, reply
-                text = _text(reply)
-                listed = [] if text == "No goals yet." else text.splitlines()[1:]
-                stored[session] = [_match_listed(line) for line in listed]
+                stored[session] = listed_goals(_text(reply))
     return stored
-
-
-def _match_listed(line: str) -> tuple[str, str]:
-    found = _LISTED.fullmatch(line)
-    assert found is not None, f"unreadable goal line {line!r}"
-    return found[1], found[2]
 
 
 async def test_every_acknowledged_goal_survives_sigkill_mid_stream(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from actors import open_runtime
 from actors.modules import planning
 from actors.store import open_store
 
+from ._calls import listed_goals
 from ._mcp_helpers import RawServer, raw_server
 from ._postgres import (  # noqa: F401  (fixtures)
     fresh_postgres_url_fixture,
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
 SESSIONS: Final = [f"shared-{index}" for index in range(5)]
 CALLS_PER_WRITER: Final = 100
 _CREATED: Final = re.compile(r"Created goal (g\d+): (.+)")
-_LISTED: Final = re.compile(r"- (g\d+): (.+)")
 _CONFLICT: Final = "changed under this writer"
 _GUARD: Final = 60  # seconds: a hung writer fails the test instead of hanging it
 
@@ -111,16 +111,8 @@ async def stored_goals(url: str) -> dict[str, list[tuple[str, str]]]:
     async with open_store(url) as store, open_runtime([planning], store=store) as runtime:
         for session in SESSIONS:
             result = await runtime.call_tool("planning__list_goals", {"__sessionId": session})
-            text = result.first_text
-            lines = [] if text == "No goals yet." else text.splitlines()[1:]
-            stored[session] = [_listed(line) for line in lines]
+            stored[session] = listed_goals(result.first_text)
     return stored
-
-
-def _listed(line: str) -> tuple[str, str]:
-    found = _LISTED.fullmatch(line)
-    assert found is not None, f"unreadable goal line {line!r}"
-    return found[1], found[2]
 
 
 # ---- two runtimes in one process --------------------------------------------------

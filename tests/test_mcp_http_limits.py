@@ -22,7 +22,7 @@ from actors import open_runtime
 from actors._mcp import McpAdapter
 from actors._serve import MCP_PATH, ServeOptions, build_modules, http_app, identify_http_caller
 
-from ._mcp_helpers import http_server
+from ._mcp_helpers import http_server, initialize_request
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
@@ -116,16 +116,7 @@ class TestRefusalFloods:
         assert counted + sum("more since" not in line for line in lines) == attempts
 
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "limits-test", "version": "0"},
-    },
-}
+INITIALIZE = initialize_request("limits-test")
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 ALPHA, BETA = "alpha-token-a1b2c3d4", "beta-token-e5f6a7b8"
 

@@ -25,21 +25,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from tests._mcp_helpers import SERVE, LogFile, raw_server
+from tests._mcp_helpers import SERVE, LogFile, initialize_request, raw_server
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "ends-test", "version": "0"},
-    },
-}
+INITIALIZE = initialize_request("ends-test")
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
