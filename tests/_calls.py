@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from actors import Runtime
     from protocol import CallResult
 
@@ -53,3 +56,17 @@ def listed_goals(text: str) -> list[tuple[str, str]]:
         assert found is not None, f"unreadable goal line {line!r}"
         goals.append((found[1], found[2]))
     return goals
+
+
+def check_goal_lists(stored: Mapping[str, list[tuple[str, str]]], sent: Mapping[str, str]) -> None:
+    """Each session lists goals g1, g2, … with no gap, each sent to it, none stored twice.
+
+    `stored` maps session → its (id, goal) pairs; `sent` maps goal → the session it went to.
+    """
+    everywhere = Counter(text for goals in stored.values() for _, text in goals)
+    assert not [text for text, count in everywhere.items() if count > 1], "a goal stored twice"
+    for session, goals in stored.items():
+        ids = [goal_id for goal_id, _ in goals]
+        assert ids == [f"g{number}" for number in range(1, len(goals) + 1)], (session, ids)
+        strays = [text for _, text in goals if sent.get(text) != session]
+        assert not strays, f"{session} holds goals sent elsewhere: {strays}"

@@ -26,7 +26,6 @@ import os
 import re
 import sqlite3
 import subprocess
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -34,7 +33,7 @@ import attrs
 import pytest
 import trio
 
-from ._calls import listed_goals
+from ._calls import check_goal_lists, listed_goals
 from ._mcp_helpers import SERVE, RawServer, raw_server
 from ._postgres import free_port
 
@@ -187,13 +186,7 @@ async def test_every_acknowledged_goal_survives_sigkill_mid_stream(tmp_path: Pat
         await _hammer_then_kill(url, round_number, ledger)
     stored = await _stored_goals(url)
 
-    everywhere = Counter(text for goals in stored.values() for _, text in goals)
-    assert not [text for text, count in everywhere.items() if count > 1], "stored twice"
-    for session, goals in stored.items():
-        ids = [goal_id for goal_id, _ in goals]
-        assert ids == [f"g{number}" for number in range(1, len(goals) + 1)], (session, ids)
-        strays = [text for _, text in goals if ledger.sent.get(text) != session]
-        assert not strays, f"{session} holds other sessions' goals: {strays}"
+    check_goal_lists(stored, ledger.sent)
     lost = {
         text: where
         for text, (session, goal_id) in ledger.acknowledged.items()
@@ -201,7 +194,7 @@ async def test_every_acknowledged_goal_survives_sigkill_mid_stream(tmp_path: Pat
     }
     assert not lost, f"{len(lost)} acknowledged goals lost in a SIGKILL: {sorted(lost)[:5]}…"
     # Unanswered calls may have landed (their reply died with the server) or not.
-    landed = len(everywhere) - len(ledger.acknowledged)
+    landed = sum(len(goals) for goals in stored.values()) - len(ledger.acknowledged)
     print(f"{len(ledger.acknowledged)} acknowledged, {landed} landed unanswered")
 
 

@@ -23,7 +23,6 @@ key before every save, so that every attempt of a call meets the fence.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
@@ -34,7 +33,7 @@ from actors import open_runtime
 from actors.modules import planning
 from actors.store import open_store
 
-from ._calls import listed_goals
+from ._calls import check_goal_lists, listed_goals
 from ._mcp_helpers import RawServer, raw_server
 from ._postgres import (  # noqa: F401  (fixtures)
     fresh_postgres_url_fixture,
@@ -91,13 +90,7 @@ class Ledger:
 def check_final_state(ledger: Ledger, stored: dict[str, list[tuple[str, str]]]) -> None:
     """The store holds exactly the acknowledged goals, each under the id its reply gave."""
     assert len(ledger.acknowledged) + len(ledger.refused) == len(ledger.sent), "unanswered calls"
-    everywhere = Counter(text for goals in stored.values() for _, text in goals)
-    assert not [text for text, count in everywhere.items() if count > 1], "a goal stored twice"
-    for session, goals in stored.items():
-        ids = [goal_id for goal_id, _ in goals]
-        assert ids == [f"g{number}" for number in range(1, len(goals) + 1)], (session, ids)
-        strays = [text for _, text in goals if ledger.sent.get(text) != session]
-        assert not strays, f"{session} holds goals sent elsewhere: {strays}"
+    check_goal_lists(stored, ledger.sent)
     held = {text: goal_id for goals in stored.values() for goal_id, text in goals}
     lost = {text: ack for text, ack in ledger.acknowledged.items() if held.get(text) != ack}
     assert not lost, f"{len(lost)} acknowledged goals lost or moved: {sorted(lost.items())[:5]}…"
