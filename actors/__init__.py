@@ -19,6 +19,8 @@ from ._errors import ToolError as ToolError
 from ._errors import UnknownToolError as UnknownToolError
 from ._module import Tool as Tool
 from ._module import ToolModule as ToolModule
+from ._prepare import PreparedCall as PreparedCall
+from ._prepare import prepare_call as prepare_call
 from ._registry import Registry as Registry
 from ._runtime import ActorInfo as ActorInfo
 from ._runtime import Runtime as Runtime

@@ -1,92 +1,35 @@
 """The command line: ``python -m actors demo`` and ``python -m actors serve``.
 
-``serve`` needs the ``server`` extra (the MCP SDK and hypercorn). Those are
-imported only on its path, so ``demo`` and the library work without them.
+``serve`` lives in `actors.server` and needs the ``server`` extra (the MCP
+SDK and hypercorn); it is imported only on its path, so ``demo`` and the
+library work without it.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import logging
-import re
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import ContextPolicy
-
 from ._demo import run_demo
-from ._runtime import RuntimeConfig
-from .store import StoreError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Sequence
 
-__all__ = ["MIN_TOKEN_LENGTH", "configure_logging", "main", "read_tokens"]
+__all__ = ["main"]
 
-_DEFAULT_MODULES: Final = "planning,playbook_store,content_store"
-# About 7 KB per idle context plus its state: a bound on memory a client cannot lift.
-_DEFAULT_MAX_ACTORS: Final = 10_000
-_DAY: Final = 24 * 3600.0
-_TENANT: Final = re.compile(r"[A-Za-z0-9._-]{1,64}")
-# A comment starts at a '#' that begins the line or follows white space.
-_COMMENT: Final = re.compile(r"(?:^|\s)#.*$")
-MIN_TOKEN_LENGTH: Final = 16
-"""The shortest bearer token accepted, in characters."""
-_LOG_LEVELS: Final = ("debug", "info", "warning", "error")
-# Loggers of the libraries under `serve`: their INFO lines are about the
-# libraries' own machinery, so they show only at --log-level debug.
-_QUIET_LOGGERS: Final = ("mcp", "hypercorn", "httpx", "httpx2", "sse_starlette")
-
-_SERVE_DESCRIPTION: Final = """\
-Serve the built-in tool modules over the Model Context Protocol: on stdio by
-default (for a desktop client that starts the server itself), or over
-Streamable HTTP with --http. Logs go to stderr, one line per event.
-"""
-
-_SERVE_EPILOG: Final = """\
-context:
-  Each call names its context with the arguments __sessionId, __assistantId,
-  __threadId, or with the same names without '__' in the request's _meta;
-  both at once must agree. Over stdio the parent process is trusted: its
-  context claims are taken as given. A call that names no session gets:
-    1. the HTTP transport session (Mcp-Session-Id, which older-era clients
-       send), as 'TENANT/<id>' for a token bound to a tenant;
-    2. else 'TENANT/default' for a token bound to a tenant;
-    3. else 'default'.
-  With --require-session only (1) applies; otherwise the call is refused.
-
-tokens and tenants (HTTP):
-  --token TOKEN          a trusted gateway: may address any session.
-  --token TOKEN=TENANT   may address only the sessions 'TENANT' and
-                         'TENANT/...'; naming any other session is refused
-                         with an error result. Its calls that name no session
-                         land in 'TENANT/<Mcp-Session-Id>' or 'TENANT/default'.
-  TOKEN=TENANT splits at the last '='; a token has at least 16 characters; a
-  tenant is 1-64 characters of letters, digits, '.', '_' and '-'.
-  --tokens-file reads the same forms, one per line, and keeps tokens out of
-  the process list; '#' starts a comment at the start of a line or after a
-  space (a token may contain '#'), and any other malformed line stops the
-  server from starting. The log says how many tokens each tenant has and how
-  many are gateways, never the tokens.
-  With tokens configured, a request without a valid 'Authorization: Bearer'
-  header gets HTTP 401. Without tokens every local client is trusted, so a
-  non-loopback --http address needs tokens, or --insecure on a trusted network.
-
-examples:
-  python -m actors serve
-  python -m actors serve --http 127.0.0.1:8765 --tokens-file tokens.txt
-  python -m actors serve --allow-exec --exec-allow python3 --exec-allow ls
-"""
+_PROG: Final = "python -m actors"
+_SERVE_HELP: Final = "serve tool modules over MCP (stdio, or Streamable HTTP with --http)"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m actors",
+        prog=_PROG,
         description="An actor-per-context runtime for stateful MCP tool servers.",
+        epilog=f"'{_PROG} serve --help' lists the server's options.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
@@ -97,414 +40,28 @@ def _parser() -> argparse.ArgumentParser:
         "--assistants", type=int, default=2, help="assistants per session (default 2)"
     )
     demo.add_argument("--goals", type=int, default=4, help="goals each context creates (default 4)")
-    demo.set_defaults(run=_demo)
-    serve = commands.add_parser(
-        "serve",
-        help="serve the tools over MCP (stdio, or Streamable HTTP with --http)",
-        description=_SERVE_DESCRIPTION,
-        epilog=_SERVE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _add_transport_options(serve)
-    _add_module_options(serve)
-    _add_runtime_options(serve)
-    serve.set_defaults(run=_serve, parser=serve)
+    # Listed for --help only: `main` hands serve's arguments to its own parser.
+    commands.add_parser("serve", help=_SERVE_HELP, add_help=False)
     return parser
 
 
-# ---- argument types (standard library only: they run before the extra is imported) ----
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        msg = f"must be a whole number of at least 1, got {text}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0 or value == float("inf"):
-        msg = f"must be a positive number of seconds, got {text}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def _seconds_or_zero(text: str) -> float:
-    value = float(text)
-    if not value >= 0 or value == float("inf"):
-        msg = f"must be zero or a positive number of seconds, got {text}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def _address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (IPv6 in brackets: ``[::1]:8765``) → ``(host, port)``."""
-    host, colon, port = text.rpartition(":")
-    host = host.removeprefix("[").removesuffix("]")
-    if not colon or not host or not port.isdigit() or int(port) > 65535:
-        msg = f"expected HOST:PORT such as 127.0.0.1:8765 (port 0 picks a free one), got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    return host, int(port)
-
-
-def _token(text: str) -> tuple[str, str | None]:
-    """``TOKEN`` or ``TOKEN=TENANT`` (split at the last ``=``) → ``(token, tenant)``."""
-    token, equals, tenant = text.rpartition("=")
-    if not equals or not tenant:
-        token, tenant = text, ""  # no tenant (a trailing '=' is base64 padding)
-    if any(character.isspace() or not character.isprintable() for character in token):
-        msg = "a token must be printable text without spaces"
-        raise argparse.ArgumentTypeError(msg)
-    if len(token) < MIN_TOKEN_LENGTH:
-        # The message never repeats the token: it may be a real secret, cut short.
-        msg = (
-            f"a token of {len(token)} characters is too short to be secret; use at least "
-            f"{MIN_TOKEN_LENGTH}, e.g. from: python -c 'import secrets; "
-            "print(secrets.token_urlsafe(32))'"
-        )
-        raise argparse.ArgumentTypeError(msg)
-    if tenant and not _TENANT.fullmatch(tenant):  # not match with $: it allows a final \n
-        msg = f"tenant {tenant!r} must be 1-64 letters, digits, '.', '_' or '-'"
-        raise argparse.ArgumentTypeError(msg)
-    return token, tenant or None
-
-
-def _module_list(text: str) -> tuple[str, ...]:
-    names = tuple(name.strip() for name in text.split(",") if name.strip())
-    if not names:
-        msg = "expected a comma-separated list of modules, e.g. planning,content_store"
-        raise argparse.ArgumentTypeError(msg)
-    return names
-
-
-def _origin(text: str) -> str:
-    # Browsers send origins lowercase and without a trailing slash.
-    return text.strip().rstrip("/").lower()
-
-
-# ---- the serve options ---------------------------------------------------------
-
-
-def _add_transport_options(serve: argparse.ArgumentParser) -> None:
-    group = serve.add_argument_group("transport")
-    group.add_argument(
-        "--http",
-        metavar="HOST:PORT",
-        type=_address,
-        help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio; port 0 picks a "
-        "free port, and the address is printed to stderr as 'listening on URL'",
-    )
-    group.add_argument(
-        "--token",
-        metavar="TOKEN[=TENANT]",
-        type=_token,
-        action="append",
-        default=[],
-        help="accept this bearer token (repeatable); bound to TENANT it may address only the "
-        "sessions TENANT and TENANT/... (see below)",
-    )
-    group.add_argument(
-        "--tokens-file", metavar="PATH", type=Path, help="read more tokens, one per line"
-    )
-    group.add_argument(
-        "--allow-origin",
-        metavar="ORIGIN",
-        type=_origin,
-        action="append",
-        default=[],
-        help="also accept requests from this browser Origin, e.g. https://app.example "
-        "(repeatable); loopback origins are always accepted, any other gets HTTP 403",
-    )
-    group.add_argument(
-        "--insecure",
-        action="store_true",
-        help="allow a non-loopback --http address without tokens (prints a warning)",
-    )
-    group.add_argument(
-        "--max-request-bytes",
-        metavar="N",
-        type=_positive_int,
-        default=1024 * 1024,
-        help="largest JSON-RPC message accepted, a stdio line or an HTTP body; larger ones get "
-        "an error and the server keeps serving (default 1048576)",
-    )
-    group.add_argument(
-        "--max-sessions-per-token",
-        metavar="N",
-        type=_positive_int,
-        default=100,
-        help="open HTTP sessions one token may hold (all anonymous clients count as one); one "
-        "more gets HTTP 429 (default 100)",
-    )
-    group.add_argument(
-        "--session-idle-timeout",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        default=600.0,
-        help="an HTTP session with no request for this long is closed (default 600)",
-    )
-    group.add_argument(
-        "--max-in-flight",
-        metavar="N",
-        type=_positive_int,
-        default=32,
-        help="stdio requests read ahead of their replies; a client that stops reading stops "
-        "the server reading (default 32)",
-    )
-
-
-def _add_module_options(serve: argparse.ArgumentParser) -> None:
-    group = serve.add_argument_group("modules")
-    group.add_argument(
-        "--modules",
-        metavar="LIST",
-        type=_module_list,
-        default=_module_list(_DEFAULT_MODULES),
-        help=f"comma-separated modules to enable (default {_DEFAULT_MODULES})",
-    )
-    group.add_argument(
-        "--allow-exec",
-        action="store_true",
-        help="also enable 'workspace', which runs programs on this host in a per-session "
-        "directory; it is no sandbox",
-    )
-    group.add_argument(
-        "--exec-allow",
-        metavar="PROGRAM",
-        action="append",
-        help="a program name the workspace may start, like python3 (repeatable); without it, "
-        "any program may run",
-    )
-    group.add_argument(
-        "--unsafe-shared-exec",
-        action="store_true",
-        help="allow --allow-exec over HTTP next to tenant tokens or without tokens; a program "
-        "the workspace runs can then read the server's tokens and act for every tenant",
-    )
-    group.add_argument(
-        "--workspace-root",
-        metavar="DIR",
-        type=Path,
-        help="the directory in which the workspace makes its private root of session "
-        "directories (default: the system's temporary directory)",
-    )
-    group.add_argument(
-        "--exec-max-processes",
-        metavar="N",
-        type=_positive_int,
-        default=64,
-        help="commands running at once across all sessions; each session runs at most 16 "
-        "(default 64)",
-    )
-    group.add_argument(
-        "--exec-file-cap",
-        metavar="BYTES",
-        type=_positive_int,
-        default=8 * 1024 * 1024,
-        help="the largest file a command may write, its output included (default 8388608)",
-    )
-
-
-def _add_runtime_options(serve: argparse.ArgumentParser) -> None:
-    group = serve.add_argument_group("runtime")
-    group.add_argument(
-        "--ttl",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        default=3600.0,
-        help="idle time after which a context's state is released (default 3600)",
-    )
-    group.add_argument(
-        "--mailbox-size",
-        metavar="N",
-        type=_positive_int,
-        default=64,
-        help="calls queued per context before callers wait (default 64)",
-    )
-    group.add_argument(
-        "--max-actors",
-        metavar="N",
-        type=_positive_int,
-        default=_DEFAULT_MAX_ACTORS,
-        help="cap on live contexts; at it, an idle one is evicted, fairly among tenants "
-        f"(default {_DEFAULT_MAX_ACTORS})",
-    )
-    group.add_argument(
-        "--max-actors-per-tenant",
-        metavar="N",
-        type=_positive_int,
-        help="cap on one tenant's live contexts (sessions 'T' and 'T/...'); at it, the "
-        "tenant's own least recently used idle one is evicted (default: none)",
-    )
-    group.add_argument(
-        "--call-timeout",
-        metavar="SECONDS",
-        type=_seconds_or_zero,
-        default=60.0,
-        help="deadline for one tool call; 0 for none (default 60)",
-    )
-    group.add_argument(
-        "--heavy-threads",
-        metavar="N",
-        type=_positive_int,
-        default=RuntimeConfig().heavy_threads,
-        help="heavy tool calls (a search over large documents) running at once, each in a "
-        f"worker thread; more wait (default {RuntimeConfig().heavy_threads})",
-    )
-    group.add_argument(
-        "--shutdown-grace",
-        metavar="SECONDS",
-        type=_seconds_or_zero,
-        default=10.0,
-        help="on SIGINT/SIGTERM, how long calls in flight may finish (default 10)",
-    )
-    group.add_argument(
-        "--state",
-        metavar="URL",
-        help="where durable state (planning, playbooks, content) is kept: sqlite:///PATH, "
-        "postgresql://USER@HOST/DB, or memory (lost on exit); default: "
-        "$XDG_STATE_HOME/mcp-actors/state.db (~/.local/state/...), printed at startup",
-    )
-    group.add_argument(
-        "--state-retention",
-        metavar="DAYS",
-        type=_seconds_or_zero,
-        default=30.0,
-        help="stored state not written for this many days is deleted; 0 keeps it (default 30)",
-    )
-    group.add_argument(
-        "--require-session",
-        action="store_true",
-        help="strict context policy: refuse a call that names no session instead of using "
-        "'default'",
-    )
-    group.add_argument(
-        "--log-level",
-        choices=_LOG_LEVELS,
-        default="info",
-        help="what to log to stderr (default info: one line per call)",
-    )
-
-
-def read_tokens(path: Path) -> list[tuple[str, str | None]]:
-    """The tokens in `path`: ``TOKEN`` or ``TOKEN=TENANT`` per line.
-
-    A ``#`` starts a comment only at the start of a line or after white space,
-    so a token may contain ``#`` (cutting ``Zq9#xK2p…=T`` at ``#`` would have
-    made ``Zq9`` a gateway token). A line that is not one token is an error
-    naming its number; nothing is read past it.
-    """
-    tokens = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        text = _COMMENT.sub("", line).strip()
-        if not text:
-            continue
-        if any(character.isspace() for character in text):
-            msg = f"{path}:{number}: expected one TOKEN or TOKEN=TENANT, found several words"
-            raise ValueError(msg)
-        try:
-            tokens.append(_token(text))
-        except argparse.ArgumentTypeError as exc:
-            msg = f"{path}:{number}: {exc}"
-            raise ValueError(msg) from None
-    return tokens
-
-
-def _token_table(pairs: Iterable[tuple[str, str | None]]) -> dict[str, str | None]:
-    table: dict[str, str | None] = {}
-    for token, tenant in pairs:
-        if token in table and table[token] != tenant:
-            msg = "one token is given twice with different tenants"
-            raise ValueError(msg)
-        table[token] = tenant
-    return table
-
-
-def configure_logging(level: str) -> None:
-    """Log to stderr at `level` as ``serve`` does: one line per event, libraries kept quiet."""
-    logging.basicConfig(
-        level=level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if level != "debug":
-        for name in _QUIET_LOGGERS:
-            logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def _serve(args: argparse.Namespace) -> int:
-    parser: argparse.ArgumentParser = args.parser
+def _serve(argv: Sequence[str]) -> int:
     missing = [name for name in ("mcp", "hypercorn") if importlib.util.find_spec(name) is None]
     if missing:
-        parser.error(
+        _parser().error(
             f"serve needs the 'server' extra ({', '.join(missing)} missing): "
             "pip install 'mcp-actors[server]'"
         )
-    from ._serve import ConfigurationError, ServeOptions, serve  # lazily: it needs the extra
+    from .server import main as serve_main  # lazily: it needs the extra
 
-    try:
-        tokens = list(args.token)
-        if args.tokens_file is not None:
-            tokens += read_tokens(args.tokens_file)
-        options = ServeOptions(
-            modules=args.modules,
-            allow_exec=args.allow_exec,
-            exec_allow=None if args.exec_allow is None else tuple(args.exec_allow),
-            workspace_root=args.workspace_root,
-            exec_max_processes=args.exec_max_processes,
-            exec_file_cap=args.exec_file_cap,
-            runtime=RuntimeConfig(
-                ttl=args.ttl,
-                mailbox_size=args.mailbox_size,
-                max_actors=args.max_actors,
-                max_actors_per_tenant=args.max_actors_per_tenant,
-                call_timeout=args.call_timeout or None,
-                shutdown_grace=args.shutdown_grace,
-                heavy_threads=args.heavy_threads,
-                state_retention=args.state_retention * _DAY or None,
-                policy=ContextPolicy(require_session=args.require_session),
-            ),
-            http=args.http,
-            tokens=_token_table(tokens),
-            allow_origins=tuple(args.allow_origin),
-            insecure=args.insecure,
-            unsafe_shared_exec=args.unsafe_shared_exec,
-            max_sessions_per_token=args.max_sessions_per_token,
-            session_idle_timeout=args.session_idle_timeout,
-            max_in_flight=args.max_in_flight,
-            state=args.state,
-            max_request_bytes=args.max_request_bytes,
-        )
-        options.check()
-    except (ConfigurationError, ValueError, OSError) as exc:
-        parser.error(str(exc))
-    configure_logging(args.log_level)
-    failures: list[str] = []
-    try:
-        trio.run(serve, options)
-    except* (OSError, StoreError) as group:  # the address is taken, the store unusable, ...
-        failures = [str(error) for error in _leaves(group)]
-    if failures:
-        parser.exit(1, f"{parser.prog}: error: cannot serve: {'; '.join(failures)}\n")
-    return 0
-
-
-def _leaves(error: BaseException) -> list[BaseException]:
-    """The exceptions inside (nested) exception groups."""
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
-    return [error]
-
-
-def _demo(args: argparse.Namespace) -> int:
-    ok = trio.run(run_demo, args.sessions, args.assistants, args.goals)
-    return 0 if ok else 1
+    return serve_main(argv, prog=f"{_PROG} serve")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
-    args = _parser().parse_args(argv)
-    exit_code: int = args.run(args)
-    return exit_code
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["serve"]:
+        return _serve(arguments[1:])
+    args = _parser().parse_args(arguments)
+    ok = trio.run(run_demo, args.sessions, args.assistants, args.goals)
+    return 0 if ok else 1

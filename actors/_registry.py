@@ -1,8 +1,8 @@
 """The registry: every accepted spelling of every enabled tool's name, resolved in one lookup.
 
 Accepted: ``module__tool``, ``builtin.module__tool``, and the bare base name
-``tool`` when exactly one enabled module has it (seed 002). An ambiguous base
-name is an error that lists the candidates.
+``tool`` when exactly one enabled module has it. An ambiguous base name is an
+error that lists the candidates (``docs/design.md``, "Tool names").
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 
 How a call travels
 ------------------
-`Runtime.call` parses the call (sans-IO, in the caller's task), resolves the
-tool, validates its arguments, and computes the actor key: the module plus the
-context projected on the module's scope. It then puts an envelope into that
-actor's bounded mailbox (a trio memory channel) and waits for the one reply.
+`Runtime.call` prepares the call in the caller's task (`prepare_call`:
+resolve the tool, parse the context, validate the arguments, and compute the
+actor key: the module plus the context projected on the module's scope). It
+then puts an envelope into that actor's bounded mailbox (a trio memory
+channel) and waits for the one reply.
 The actor is a task in the runtime's nursery that takes one envelope at a
 time, in the order they were accepted, runs the handler against the state it
 alone holds, and replies. Bad input is refused before anything is sent, so it
@@ -109,7 +110,6 @@ from protocol import (
     CallResult,
     ContextPolicy,
     ToolContext,
-    parse_call,
     tenant_of,
 )
 
@@ -124,6 +124,7 @@ from ._errors import (
 )
 from ._keeper import Keeper
 from ._module import Tool, ToolModule, run_hook
+from ._prepare import PreparedCall, Route, prepare_call
 from ._registry import Registry
 from .store import StoreError, VersionConflict
 
@@ -131,6 +132,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 
     from outcome import Outcome
+
+    from protocol import Caller
 
     from .store import StateStore
 
@@ -243,7 +246,6 @@ class _Counters:
 
 
 _Outcome = CallResult | RuntimeCallError
-_Route = tuple[str, str, str | None, str | None]  # module, then Scope.parts()
 _WRITE_ATTEMPTS = 3  # runs of one call whose write met another writer's change
 _SWEEP_INTERVAL = 3600.0  # seconds between retention sweeps, at most
 
@@ -297,7 +299,7 @@ class _Actor:
     """The task that owns one key's state, and the router's handle on it."""
 
     key: ActorKey
-    route: _Route
+    route: Route
     module: ToolModule[Any]
     ttl: float
     send: trio.MemorySendChannel[_Envelope]
@@ -392,7 +394,7 @@ class Runtime:
         # Sessions being ended (by how many end_session calls): their calls are refused.
         self._ending: collections.Counter[str] = collections.Counter()
         # The routing table: each key's newest actor, least recently used first.
-        self._actors: OrderedDict[_Route, _Actor] = OrderedDict()
+        self._actors: OrderedDict[Route, _Actor] = OrderedDict()
         self._running: set[_Actor] = set()  # every actor task, routed or still stopping
         self._holding = 0  # actors holding a state, counted against max_actors
         self._held: dict[str, int] = {}  # tenant -> actors holding a state, under a cap
@@ -422,21 +424,32 @@ class Runtime:
 
     # ---- calling (the caller's task) -----------------------------------------
 
-    async def call(self, params: Mapping[str, Any]) -> CallResult:
+    async def call(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> CallResult:
         """Run one tools/call-shaped call: ``{"name", "arguments", "_meta"}``.
 
         Returns the tool's result (``is_error`` set for a tool error). Raises
-        ProtocolError (bad context or call shape), UnknownToolError or
-        ArgumentsError before anything is sent, and CallTimeoutError,
-        ActorCrashedError, RuntimeClosedError or CapacityError for a call the
-        runtime could not complete. See the module docstring for cancellation.
+        UnknownToolError, ProtocolError (bad context or call shape, a session
+        outside `caller`'s tenant) or ArgumentsError before anything is sent
+        (see `prepare`), and CallTimeoutError, ActorCrashedError,
+        RuntimeClosedError or CapacityError for a call the runtime could not
+        complete. See the module docstring for cancellation.
         """
-        parsed = parse_call(params, self._config.policy)
-        tool = self._registry.resolve(parsed.name)
-        if parsed.session_defaulted:
-            self._log_defaulted(tool, parsed.context.session_id)
-        arguments = tool.signature.bind(parsed.arguments)
-        return await self._route(tool, parsed.context, arguments)
+        return await self.run(self.prepare(params, caller=caller))
+
+    def prepare(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> PreparedCall:
+        """Check a call and work out its actor without sending it (`actors.prepare_call`).
+
+        `caller` is who sent the call as a transport established it
+        (`protocol.Caller`): its default session and tenant apply. ``None``, an
+        embedding program's own call, takes the call's context as given.
+        """
+        return prepare_call(self._registry, params, self._config.policy, caller)
+
+    async def run(self, call: PreparedCall) -> CallResult:
+        """Run a prepared call on its key's actor; raises as `call` does once the call is sent."""
+        if call.session_defaulted:
+            self._log_defaulted(call.tool, call.context.session_id)
+        return await self._route(call)
 
     def _log_defaulted(self, tool: Tool, session: str) -> None:
         """Warn of the first call to `tool` without a session; later ones only at DEBUG.
@@ -460,18 +473,16 @@ class Runtime:
         arguments: Mapping[str, Any] | None = None,
         *,
         meta: Mapping[str, Any] | None = None,
+        caller: Caller | None = None,
     ) -> CallResult:
         """`call` with the parts given separately."""
-        return await self.call({"name": name, "arguments": arguments, "_meta": meta})
+        params = {"name": name, "arguments": arguments, "_meta": meta}
+        return await self.call(params, caller=caller)
 
-    async def _route(
-        self, tool: Tool, context: ToolContext, arguments: dict[str, Any]
-    ) -> CallResult:
-        module = tool.module
-        # The routing table is keyed by a plain tuple of the key's parts: the
-        # ActorKey object is built only when an actor starts, not per call.
-        route = (module.name, *module.scope.parts(context))
-        envelope = _Envelope(tool, context, arguments)
+    async def _route(self, call: PreparedCall) -> CallResult:
+        route = call.route
+        context = call.context
+        envelope = _Envelope(call.tool, context, call.arguments)
         while True:
             if self._closing:
                 msg = "the runtime is shutting down and takes no new calls"
@@ -481,7 +492,7 @@ class Runtime:
                 raise SessionEndingError(msg)
             actor = self._actors.get(route)
             if actor is None or not actor.accepting:
-                actor = self._start(route, module, predecessor=actor)
+                actor = self._start(route, call.tool.module, predecessor=actor)
             # Everything from here to send_nowait is synchronous: the actor
             # found accepting above is still accepting when the envelope lands,
             # so a key's calls enter its mailbox, a FIFO, in arrival order.
@@ -591,7 +602,7 @@ class Runtime:
             )
         return f"all {cap} live actors are busy; raise max_actors or retry later"
 
-    def _start(self, route: _Route, module: ToolModule[Any], predecessor: _Actor | None) -> _Actor:
+    def _start(self, route: Route, module: ToolModule[Any], predecessor: _Actor | None) -> _Actor:
         """Route `route` to a new actor now; its task sets up the state when it may."""
         name, session, assistant, thread = route
         key = ActorKey(name, ToolContext(session, assistant, thread))

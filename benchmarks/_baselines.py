@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, final
 
 import trio
 
-from actors import ToolModule
-from protocol import CallResult, Scope, ToolContext, parse_call
+from actors import ToolModule, prepare_call
+from protocol import CallResult, Scope, ToolContext
 
 if TYPE_CHECKING:
-    from actors import Registry, Runtime, RuntimeConfig
+    from actors import PreparedCall, Registry, Runtime, RuntimeConfig
 
 __all__ = [
     "ChannelFloor",
@@ -235,9 +235,9 @@ class DirectCall:
 class HandlersDirect:
     """`Runtime.call` without the actor: the handler runs in the caller's task.
 
-    It parses, resolves, binds and shapes the result as the runtime does,
-    with the runtime's registry and context policy, and keeps one state per
-    key in a dict. What it leaves out besides the hop: the log line for a call
+    It prepares the call (`actors.prepare_call`) and shapes the result as the
+    runtime does, with the runtime's registry and context policy, and keeps
+    one state per key in a dict. What it leaves out besides the hop: the log line for a call
     without a session, and turning a handler's exception into an error result
     (it propagates). It is not safe for concurrent calls on a key whose
     handler awaits — which is the point of actors — but the benchmark's no-op
@@ -266,16 +266,17 @@ class HandlersDirect:
         return 0
 
     async def call(self, params: Mapping[str, Any]) -> CallResult:
-        """Run one call on its key's state, here and now."""
-        parsed = parse_call(params, self.config.policy)
-        tool = self.registry.resolve(parsed.name)
-        arguments = tool.signature.bind(parsed.arguments)
+        """Prepare and run one call on its key's state, here and now."""
+        return await self.run(prepare_call(self.registry, params, self.config.policy))
+
+    async def run(self, call: PreparedCall) -> CallResult:
+        """Run a prepared call on its key's state, here and now."""
+        tool = call.tool
         module = tool.module
-        route = (module.name, *module.scope.parts(parsed.context))
-        state = self._states.get(route)
+        state = self._states.get(call.route)
         if state is None:
-            state = self._states[route] = module.state(module.scope.project(parsed.context))
-        value = tool.invoke(state, parsed.context, arguments)
+            state = self._states[call.route] = module.state(module.scope.project(call.context))
+        value = tool.invoke(state, call.context, call.arguments)
         return tool.result_of(await value if tool.is_async else value)
 
 

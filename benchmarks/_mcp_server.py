@@ -49,9 +49,9 @@ def probe_module() -> ToolModule[None]:
 async def serve_design(design: str) -> None:
     """Serve the bench module on stdio until EOF, through `design`."""
     # Imported here: the scenario imports this module's names without the server extra.
-    from actors._mcp import McpAdapter
-    from actors._serve import DEFAULT_MAX_REQUEST_BYTES
-    from actors._stdio import serve_stdio
+    from actors.server import McpAdapter
+    from actors.server._options import DEFAULT_MAX_REQUEST_BYTES
+    from actors.server._stdio import serve_stdio
 
     async with open_runtime([bench_module(), probe_module()], RuntimeConfig()) as runtime:
         target = runtime if design == RUNTIME else HandlersDirect(runtime)
@@ -63,7 +63,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in DESIGNS:
         print(f"usage: python -m benchmarks._mcp_server {{{','.join(DESIGNS)}}}", file=sys.stderr)
         return 2
-    from actors._cli import configure_logging
+    from actors.server import configure_logging
 
     configure_logging("info")
     trio.run(serve_design, argv[0])

@@ -5,7 +5,12 @@ middleware or another runtime as well as `actors`.
 """
 
 from ._call import ParsedCall as ParsedCall
+from ._call import call_name as call_name
 from ._call import parse_call as parse_call
+from ._caller import Caller as Caller
+from ._caller import NoSessionError as NoSessionError
+from ._caller import TenantError as TenantError
+from ._caller import in_tenant as in_tenant
 from ._context import DEFAULT_POLICY as DEFAULT_POLICY
 from ._context import ContextPolicy as ContextPolicy
 from ._context import ToolContext as ToolContext

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from typing import Any, TypeGuard, final
+from typing import TYPE_CHECKING, Any, TypeGuard, final
 
 import attrs
 
-from ._context import DEFAULT_POLICY, ContextPolicy, ToolContext, _split
-from ._errors import CallFormatError
+from ._context import DEFAULT_POLICY, SESSION_REQUIRED, ContextPolicy, ToolContext, _split
+from ._errors import CallFormatError, ContextError
 
-__all__ = ["ParsedCall", "parse_call"]
+if TYPE_CHECKING:
+    from ._caller import Caller
+
+__all__ = ["ParsedCall", "call_name", "parse_call"]
 
 
 @final
@@ -27,7 +31,8 @@ class ParsedCall:
     meta: Mapping[str, Any]
     """The call's ``_meta`` as given (empty when absent)."""
     session_defaulted: bool
-    """True when the call named no session and the lenient policy supplied one."""
+    """True when neither the call nor its caller named a session and the lenient
+    policy supplied its default one."""
 
 
 _EMPTY: Mapping[str, Any] = {}
@@ -48,12 +53,11 @@ def _mapping_field(params: Mapping[str, Any], field: str) -> Mapping[str, Any]:
     return value
 
 
-def parse_call(params: Mapping[str, Any], policy: ContextPolicy = DEFAULT_POLICY) -> ParsedCall:
-    """Parse ``{"name": ..., "arguments": {...}, "_meta": {...}}`` into a `ParsedCall`.
+def call_name(params: Mapping[str, Any]) -> str:
+    """The tool name of a tools/call-shaped mapping; raises CallFormatError if it has none.
 
-    ``arguments`` and ``_meta`` may be absent. Context comes from both; see
-    `extract_context` for the rules. Raises `CallFormatError` for a malformed
-    mapping and `ContextError` for a bad context field. `params` is not mutated.
+    Read before the rest, so that an unknown tool can be refused the same way
+    whatever the call's context or arguments.
     """
     if not _is_mapping(params):
         msg = f"a tool call must be an object, got {type(params).__name__}"
@@ -63,7 +67,48 @@ def parse_call(params: Mapping[str, Any], policy: ContextPolicy = DEFAULT_POLICY
         got = "nothing" if name is None else repr(name)
         msg = f"a tool call needs 'name', a non-empty string; got {got}"
         raise CallFormatError(msg)
+    return name
+
+
+def parse_call(
+    params: Mapping[str, Any], policy: ContextPolicy = DEFAULT_POLICY, caller: Caller | None = None
+) -> ParsedCall:
+    """Parse ``{"name": ..., "arguments": {...}, "_meta": {...}}`` into a `ParsedCall`.
+
+    ``arguments`` and ``_meta`` may be absent. Context comes from both; see
+    `extract_context` for the rules. With a `caller` (who the transport says
+    sent the call), its rules apply too: a call naming no session gets the
+    caller's default one, and a named session must be in the caller's tenant
+    (see `Caller`). Raises `CallFormatError` for a malformed mapping and
+    `ContextError` for a bad or forbidden context. `params` is not mutated.
+    """
+    name = call_name(params)
     arguments = _mapping_field(params, "arguments")
     meta = _mapping_field(params, "_meta")
-    context, clean, defaulted = _split(arguments, meta, policy)
+    if caller is None:
+        context, clean, defaulted = _split(arguments, meta, policy)
+    else:
+        context, clean, defaulted = _split(arguments, meta, _lenient(policy))
+        context, defaulted = _claim(context, defaulted, policy, caller)
     return ParsedCall(name, context, clean, meta, defaulted)
+
+
+@functools.cache
+def _lenient(policy: ContextPolicy) -> ContextPolicy:
+    # The caller's default session comes first; the strict rule applies after it.
+    return attrs.evolve(policy, require_session=False)
+
+
+def _claim(
+    context: ToolContext, defaulted: bool, policy: ContextPolicy, caller: Caller
+) -> tuple[ToolContext, bool]:
+    """Apply `caller`'s rules to a parsed context: (context, whether the policy defaulted it)."""
+    if not defaulted:
+        caller.check(context)
+        return context, False
+    session = caller.default_session(policy)  # inside the caller's tenant by construction
+    if session is not None:
+        return attrs.evolve(context, session_id=session), False
+    if policy.require_session:
+        raise ContextError(SESSION_REQUIRED)
+    return context, True

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_POLICY",
+    "SESSION_REQUIRED",
     "ContextPolicy",
     "ToolContext",
     "extract_context",
@@ -82,6 +83,10 @@ class ContextPolicy:
 
 DEFAULT_POLICY: Final = ContextPolicy()
 """Lenient: a missing session becomes ``"default"``; ids up to 256 characters."""
+SESSION_REQUIRED: Final = (
+    "a session id is required: add '__sessionId' to the arguments or 'sessionId' to _meta"
+)
+"""What the strict policy says to a call that names no session."""
 
 # Field name on ToolContext -> the spellings accepted in arguments and in _meta.
 _ARGUMENT_SPELLINGS: Final = {
@@ -215,8 +220,7 @@ def _split(
     session = found.get("session_id")
     defaulted = session is None
     if defaulted and policy.require_session:
-        msg = "a session id is required: add '__sessionId' to the arguments or 'sessionId' to _meta"
-        raise ContextError(msg)
+        raise ContextError(SESSION_REQUIRED)
     assistant = found.get("assistant_id")
     thread = found.get("thread_id")
     context = ToolContext(

@@ -66,7 +66,8 @@ def name_from_service(name: str, service: ServiceInfo) -> str:
     """Resolve `name` to a full name using the ServiceInfo of the result it came from.
 
     A scheme-prefixed name and a name that is already full are returned as they are;
-    a base name becomes the full name of `service`'s server (seed 002's UI action).
+    a base name becomes the full name of `service`'s server. This is how a UI that
+    re-calls a tool by the base name it found in a result gets the name to call.
     """
     if has_scheme(name) or SEPARATOR in name:
         return name

@@ -1,10 +1,11 @@
 """Results: text for people and models, structured data for programs, provenance on each item.
 
-The dual contract (seed 003): ``content`` carries text items a model can read;
+The dual contract: ``content`` carries text items a model can read;
 ``structured_content`` carries the data a program wants; ``is_error`` marks a
 tool error the model should read and correct. Every content item is stamped
-with the `ServiceInfo` of the tool that produced it (seed 002), so results from
-several modules in one message stay distinguishable.
+with the `ServiceInfo` of the tool that produced it, so results from several
+modules in one message stay distinguishable. ``docs/design.md`` ("Results: the
+dual contract") says why both channels exist.
 
 `unwrap` and `ToolResult` are for the consuming side and work on the wire
 shape (``{"content": [...], "structuredContent": ...}``).
@@ -167,12 +168,12 @@ def _first_text(raw: Mapping[str, Any]) -> str | None:
 
 
 def to_tool_result(raw: Mapping[str, Any]) -> ToolResult:
-    """Split a wire result into text, data and the raw mapping (seed 003's helper)."""
+    """Split a wire result into text, data and the raw mapping, for callers that need both."""
     return ToolResult(text=_first_text(raw), data=raw.get("structuredContent"), raw=raw)
 
 
 def unwrap(raw: Mapping[str, Any]) -> Any:
-    """The value a program wants from a wire result, in the seed's order.
+    """The value a program wants from a wire result, in a fixed order callers rely on.
 
     1. ``structuredContent`` when present;
     2. else the first text item parsed as JSON;

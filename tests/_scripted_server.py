@@ -1,7 +1,7 @@
 """A stdio MCP server whose tools misbehave on purpose, for the transport tests.
 
 Run as ``python tests/_scripted_server.py EOF_GRACE``. It serves with
-`actors._stdio.serve_stdio` and, once that returns, writes to stderr whether
+`actors.server._stdio.serve_stdio` and, once that returns, writes to stderr whether
 fds 0 and 1 are back as they were (same file, same blocking mode).
 """
 
@@ -14,8 +14,8 @@ import sys
 import trio
 
 from actors import RuntimeConfig, ToolModule, open_runtime
-from actors._mcp import McpAdapter
-from actors._stdio import serve_stdio
+from actors.server import McpAdapter
+from actors.server._stdio import serve_stdio
 
 scripted: ToolModule[None] = ToolModule("scripted", lambda _context: None)
 

@@ -41,7 +41,8 @@ __all__ = [
 ]
 
 # A small pool, so keys collide often. It holds an assistant named "none" and
-# a thread named "default", the strings the seeds' keys used for absent parts.
+# a thread named "default", the strings the replaced design's string keys used
+# for absent parts (docs/design.md, "The design this replaces").
 SESSIONS: Final = ("s1", "s2", "s3")
 ASSISTANTS: Final = (None, "a1", "a2", "none")
 THREADS: Final = (None, "t1", "default")

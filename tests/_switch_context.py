@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
-from actors import Registry, ToolError, ToolModule
+from actors import Registry, ToolError, ToolModule, prepare_call
 from actors._module import to_call_result
-from protocol import CallResult, ToolContext, parse_call
+from protocol import CallResult, ToolContext
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping
@@ -134,15 +134,14 @@ class SwitchContextRuntime:
 
     async def call(self, params: Mapping[str, Any]) -> CallResult:
         """Run one tools/call-shaped call in the caller's task."""
-        parsed = parse_call(params)
-        tool = self._registry.resolve(parsed.name)
-        arguments = tool.signature.bind(parsed.arguments)
-        async with self._lock(tool.module, parsed.context):
-            await self.switch_context(parsed.context)
-            own = parsed.context if self._context_per_call else None
+        call = prepare_call(self._registry, params)
+        tool = call.tool
+        async with self._lock(tool.module, call.context):
+            await self.switch_context(call.context)
+            own = call.context if self._context_per_call else None
             state = _StateLookup(self, tool.module, own)
             try:
-                value = tool.invoke(state, parsed.context, arguments)
+                value = tool.invoke(state, call.context, call.arguments)
                 if inspect.isawaitable(value):
                     value = await value
             except ToolError as exc:  # as Runtime does: a clean error result

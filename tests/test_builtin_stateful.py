@@ -40,9 +40,9 @@ one playbook store and one content store per session.
   assistant's ``list_playbooks`` for a session) and must equal the model
   exactly: nothing from another key, nothing missing.
 
-The proof that the machine can fail runs it against the seeds' design kept
-in ``tests/_switch_context.py`` (one shared current context), which must be
-reported as a leak.
+The proof that the machine can fail runs it against the design this project
+replaces, kept in ``tests/_switch_context.py`` (one shared current context; see
+``docs/design.md``), which must be reported as a leak.
 
 ``tests/test_durable_stateful.py`` runs the same machine on a state store,
 with actors expiring and the runtime restarting between batches
@@ -856,7 +856,7 @@ class BuiltinsMachine(RuleBasedStateMachine):
         harness.check_live_actors(self.loop, self.model.touched, errors=self.expected_errors)
 
 
-# 300 examples rather than 100: a seeded bug that marks the wrong todo done needs a plan
+# 300 examples rather than 100: a planted bug that marks the wrong todo done needs a plan
 # with two todos and a later mark; 100 examples found it 3 times in 4, 300 every time (~9 s).
 _SETTINGS: Final = harness.machine_settings(max_examples=300, stateful_step_count=8)
 
@@ -868,11 +868,11 @@ TestBuiltinModulesKeepEachKeysStateUnderConcurrentCalls.settings = _SETTINGS
 
 
 class SwitchContextBuiltinsMachine(BuiltinsMachine):
-    """The same machine against the seeds' design: a shared "current context"."""
+    """The same machine against the replaced design: a shared "current context"."""
 
     open_target = staticmethod(open_switch_context_runtime)
 
 
-def test_machine_finds_the_leak_between_keys_in_the_seeds_switch_context_design() -> None:
+def test_machine_finds_the_leak_between_keys_in_the_shared_current_context_design() -> None:
     message = harness.failure_of(SwitchContextBuiltinsMachine, _SETTINGS)
     assert message.startswith("invariant 2 (no leakage): ")

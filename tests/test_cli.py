@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from actors._cli import _token, read_tokens
-from actors._serve import ConfigurationError, ServeOptions, describe_tokens
+from actors.server import ConfigurationError, ServeOptions, read_tokens
+from actors.server._cli import _token
+from actors.server._options import describe_tokens
 
 from ._mcp_helpers import SERVE, http_server
 

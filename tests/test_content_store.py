@@ -28,7 +28,7 @@ call, data, error = _calls.call, _calls.data, _calls.error
 
 class TestIsolation:
     async def test_a_session_lists_only_its_own_content(self) -> None:
-        """Seed 000: session 1's listing names test1.txt and not session 2's test2.txt."""
+        """Session 1's listing names test1.txt and not session 2's test2.txt."""
         async with open_runtime([content_store]) as runtime:
             await data(runtime, "add_content", "sess_1", filename="test1.txt", content="Content 1")
             await data(runtime, "add_content", "sess_2", filename="test2.txt", content="Content 2")
@@ -40,7 +40,7 @@ class TestIsolation:
         assert "test1.txt" not in text2
 
     async def test_concurrent_adds_each_land_in_their_own_session(self) -> None:
-        """Seed 000: three concurrent adds in three sessions leave one item in each."""
+        """Three concurrent adds in three sessions leave one item in each."""
         async with open_runtime([content_store]) as runtime:
             async with trio.open_nursery() as nursery:
                 for n in (1, 2, 3):

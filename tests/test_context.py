@@ -103,7 +103,7 @@ class TestPolicy:
         assert context.session_id == "anon"
 
     def test_strict_policy_rejects_a_missing_session(self) -> None:
-        """Strict mode (seed 004) refuses a call that names no session."""
+        """Strict mode (require_session=True) refuses a call that names no session."""
         with pytest.raises(ContextError, match=r"^a session id is required: add '__sessionId'"):
             extract_context({"__assistantId": "a1"}, policy=STRICT)
 

@@ -11,7 +11,8 @@ append-only logs, and compares what the runtime returns with a model.
   assistant and thread of a session shares one ``session_log``.
 * Contexts come from a small pool, so keys collide often. The pool holds an
   assistant named ``"none"`` and a thread named ``"default"``, the strings the
-  seeds' keys used for absent parts. Contexts travel as ``__sessionId``-style
+  replaced design's string keys used for absent parts (``docs/design.md``,
+  "The design this replaces"). Contexts travel as ``__sessionId``-style
   arguments, snake_case arguments, ``_meta`` fields, or split between the two.
 * ``append`` is a read-modify-write with checkpoints in between, so two calls
   that were allowed to interleave on one state would visibly lose an update,
@@ -31,10 +32,11 @@ append-only logs, and compares what the runtime returns with a model.
   effect in issue order. After every step each touched key is read and must
   equal the model exactly: nothing from another key, nothing missing.
 
-`tests/_switch_context.py` keeps the seeds' design (one shared current
-context set by ``switch_context()`` before each call) and variants of it with
-one bug each. The same machine runs against them, and the last tests prove
-that Hypothesis finds each bug and reports it as the invariant it breaks.
+`tests/_switch_context.py` keeps the design this project replaces (one shared
+current context set by ``switch_context()`` before each call; see
+``docs/design.md``) and variants of it with one bug each. The same machine
+runs against them, and the last tests prove that Hypothesis finds each bug
+and reports it as the invariant it breaks.
 
 Only the default TTL is used: state that expires mid-example would diverge
 from the model (TTL has tests of its own).
@@ -409,19 +411,19 @@ TestIsolationUnderConcurrentCalls.settings = _SETTINGS
 
 
 class SwitchContextMachine(IsolationMachine):
-    """The same machine against the seeds' design: a shared "current context"."""
+    """The same machine against the replaced design: a shared "current context"."""
 
     open_target = staticmethod(open_switch_context_runtime)
 
 
 class PerKeySwitchContextMachine(IsolationMachine):
-    """The seeds' shared current context, with calls to one key made to wait for each other."""
+    """The shared current context, with calls to one key made to wait for each other."""
 
     open_target = staticmethod(functools.partial(open_switch_context_runtime, serialize="keys"))
 
 
-class SeedKeysMachine(IsolationMachine):
-    """Calls run one at a time, with states under the seeds' string keys."""
+class StringKeysMachine(IsolationMachine):
+    """Calls run one at a time, with states under string keys that spell absent parts."""
 
     open_target = staticmethod(
         functools.partial(open_switch_context_runtime, serialize="calls", seed_keys=True)
@@ -440,7 +442,7 @@ def _failure_of(machine: type[RuleBasedStateMachine]) -> str:
     return failure_of(machine, _SETTINGS)
 
 
-def test_machine_catches_the_seeds_switch_context_design() -> None:
+def test_machine_catches_the_shared_current_context_design() -> None:
     # It both leaks between keys and interleaves calls to one key; the
     # smallest failing example Hypothesis finds may show either.
     message = _failure_of(SwitchContextMachine)
@@ -453,7 +455,7 @@ def test_machine_finds_the_leak_through_a_current_context_switched_by_a_concurre
 
 
 def test_machine_finds_the_leak_between_absent_parts_and_the_none_and_default_literals() -> None:
-    message = _failure_of(SeedKeysMachine)
+    message = _failure_of(StringKeysMachine)
     assert message.startswith("invariant 2 (no leakage): ")
     assert "'none'" in message or "'default'" in message
 

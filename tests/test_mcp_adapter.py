@@ -16,10 +16,11 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from actors import RuntimeConfig, ToolModule, open_runtime
-from actors._mcp import STDIO_CALLER, Caller, McpAdapter, loggable
 from actors.modules import planning
+from actors.server import STDIO_CALLER, McpAdapter
+from actors.server._mcp import loggable
 from actors.store import MemoryStore
-from protocol import ContextPolicy
+from protocol import Caller, ContextPolicy
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -1,6 +1,6 @@
 """``serve --http`` under hostile traffic: refusal floods, session hoarding, malformed JSON-RPC.
 
-The rules live in `actors._http` (the gate) and `actors._jsonrpc`. The
+The rules live in `actors.server._gate` and `actors.server._jsonrpc`. The
 servers here are real: subprocesses for what hypercorn does on the wire, and
 the ASGI app in process, driven by a mock clock, where idle time matters.
 """
@@ -19,8 +19,9 @@ import trio.testing
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 
 from actors import open_runtime
-from actors._mcp import McpAdapter
-from actors._serve import MCP_PATH, ServeOptions, build_modules, http_app, identify_http_caller
+from actors.server import MCP_PATH, McpAdapter, ServeOptions, http_app
+from actors.server._http import identify_http_caller
+from actors.server._options import build_modules
 
 from ._mcp_helpers import http_server, initialize_request
 

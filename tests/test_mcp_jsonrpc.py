@@ -1,6 +1,6 @@
 """Malformed JSON-RPC and batches: every request that can be answered is answered once, with its id.
 
-The rules are in `actors._jsonrpc`; here they are checked on their own and
+The rules are in `actors.server._jsonrpc`; here they are checked on their own and
 through real servers, on stdio and on Streamable HTTP, with the raw traffic
 the SDK's client cannot send.
 """
@@ -19,7 +19,7 @@ from mcp import types
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
-from actors._jsonrpc import Accept, Answer, Ignore, plan_batch, screen
+from actors.server._jsonrpc import Accept, Answer, Ignore, plan_batch, screen
 
 from ._mcp_helpers import RawServer, http_server, raw_server
 

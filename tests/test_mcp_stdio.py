@@ -12,7 +12,7 @@ from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 
 from actors import RuntimeConfig, ToolModule, open_runtime
-from actors._mcp import McpAdapter
+from actors.server import McpAdapter
 
 from ._mcp_helpers import (
     SERVE,
@@ -313,7 +313,7 @@ class TestCommandLine:
         [
             (["--exec-allow", "ls"], b"--exec-allow needs --allow-exec"),
             (["--token", "a-secret-of-16-chars"], b"apply to --http only"),
-            (["--modules", "planning,nope"], b"unknown module(s) nope"),
+            (["--modules", "planning,nope"], b"unknown module 'nope'"),
         ],
         ids=["exec-allow", "token", "module"],
     )

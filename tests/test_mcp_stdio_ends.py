@@ -114,7 +114,7 @@ async def test_stderr_sharing_the_stdout_pipe_keeps_the_threaded_transport() -> 
     assert "Bake" in result["content"][0]["text"]
 
 
-OWNS_PIPES = "from actors._stdio import owns_pipes; print(owns_pipes(), file=sys.stderr)"
+OWNS_PIPES = "from actors.server._stdio import owns_pipes; print(owns_pipes(), file=sys.stderr)"
 
 
 def owns_pipes_with(stdin: Any, stdout: Any, stderr: Any) -> str:

@@ -149,7 +149,7 @@ class TestDefinition:
         )
 
     def test_no_built_in_schema_lists_a_context_field(self, tmp_path: Path) -> None:
-        """Invariant 6: schemas never list `__` fields, at any depth (seed 000 §10.3)."""
+        """Invariant 6: schemas never list `__` fields, at any depth."""
         registry = Registry([planning, playbook_store, content_store, workspace(root=tmp_path)])
         tools = list(registry.tools())
         assert len(tools) == 15  # 5 planning, 3 playbook, 5 content store, 2 workspace

@@ -197,7 +197,7 @@ async def arrive_one_by_one(runtime: Runtime, session: str, values: list[str]) -
 
 class TestRouting:
     async def test_each_session_has_its_own_state(self) -> None:
-        """Calls with different keys reach different states (invariant 2, the seed's test)."""
+        """Calls with different keys reach different states (invariant 2)."""
         async with running([box_module(Liveness())]) as runtime:
             await append(runtime, "s1", "one")
             await append(runtime, "s2", "two")
@@ -281,7 +281,7 @@ class TestRouting:
         ]
 
     async def test_the_strict_policy_refuses_a_call_without_a_session(self) -> None:
-        """Strict policy (seed 004): no session, no call, no actor."""
+        """Strict policy (require_session=True): no session, no call, no actor."""
         strict = ContextPolicy(require_session=True)
         async with running([box_module(Liveness())], policy=strict) as runtime:
             with pytest.raises(ContextError, match=r"^a session id is required"):

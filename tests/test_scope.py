@@ -23,8 +23,8 @@ class TestKeys:
         if ka == kb:
             assert hash(ka) == hash(kb)
 
-    def test_the_seeds_colliding_keys_are_distinct(self) -> None:
-        """`sess::none::default` named both absent parts and the literals "none"/"default"."""
+    def test_absent_parts_never_collide_with_the_none_and_default_literals(self) -> None:
+        """Absent parts never share a key with "none"/"default" (docs/design.md's string keys)."""
         absent = ToolContext("sess")
         literal = ToolContext("sess", "none", "default")
         scope = Scope.SESSION_ASSISTANT_THREAD

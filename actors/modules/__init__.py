@@ -1,4 +1,4 @@
-"""The built-in tool modules (behaviour from the seeds).
+"""The built-in tool modules: plans, playbooks, documents and a workspace.
 
 ``planning``, ``playbook_store`` and ``content_store`` are ready-made modules;
 ``workspace(...)`` builds the subprocess module, which a host must enable

@@ -1,9 +1,9 @@
 """The ``content_store`` module: a per-session store of text items with BM25 search.
 
-Each session has one store (seed 001's ``SessionContentStore``); its actor
-owns it, so nothing here locks or looks a session up. The store exists from
-the session's first call on; ``create_store`` reports its id, which stays the
-same for the life of the session's state (until its TTL expires).
+Each session has one store, and its actor owns it, so nothing here locks or
+looks a session up. The store exists from the session's first call on;
+``create_store`` reports its id, which stays the same for the life of the
+session's state (until its TTL expires).
 
 Items
 -----

@@ -1,7 +1,8 @@
 """The ``planning`` module: goals and todos, one plan per (session, assistant, thread).
 
-Results are text (seed 003 keeps planning textual) and carry the ids a model
-needs for follow-up calls.
+Results are text only, written for the model that reads them (no structured
+data: see "Results: the dual contract" in ``docs/design.md``), and carry the
+ids a model needs for follow-up calls.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 State is per session, so the assistants of a session share one store, and the
 module enforces ownership: a playbook belongs to the assistant that created
-it. As in the seeds, a call that names no assistant is not checked (it acts
-for the host) and sees every playbook.
+it. A call that names no assistant is not checked: it acts for the host (the
+application itself, not one of its assistants) and sees every playbook.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ ends it reads and writes, and guards what goes through them.
   stop the server. Lines the SDK cannot parse or would run as something
   else (a request with an id like ``1.5`` or ``true`` becomes a
   notification), and the oversized ones, are answered with a JSON-RPC error
-  carrying the request's id whenever it can be read (`actors._jsonrpc` has
+  carrying the request's id whenever it can be read (`actors.server._jsonrpc` has
   the rules, and how batches are answered); the server keeps serving.
 * **Backpressure.** At most ``max_in_flight`` requests are between being
   read and having their reply taken by the writer; at that bound no further
@@ -442,7 +442,7 @@ class _GuardedReadStream(_ClosedOnExit):
     ``stdio_server`` passes a line it cannot parse on as an exception, which
     the SDK's dispatcher only logs, and turns a request with an unusable id
     into a notification; a client waiting for its reply would wait forever.
-    This stream answers each such line (`actors._jsonrpc` has the rules),
+    This stream answers each such line (`actors.server._jsonrpc` has the rules),
     each oversized one, and splits batches; every other message goes on.
 
     No new line is read while the `_Exchange` is full (backpressure).
@@ -522,7 +522,7 @@ class _GuardedReadStream(_ClosedOnExit):
         return None
 
     async def _split(self, elements: list[Any]) -> None:
-        """Queue a batch's messages for the SDK, or answer it at once (`actors._jsonrpc`)."""
+        """Queue a batch's messages for the SDK, or answer it at once (`actors.server._jsonrpc`)."""
         plan = plan_batch(elements, self._exchange.version, self._exchange.limit)
         if plan.whole is not None:
             await self._refuse(plan.whole)

@@ -27,22 +27,11 @@ caller's tenant, timeouts, crashed actors, the live-actor cap and shutdown.
 Who may claim a context
 -----------------------
 The context travels in the call (``__sessionId`` … in the arguments or
-``sessionId`` … in ``_meta``); `protocol.parse_call` reads it and refuses
-disagreement. The transport says who the *caller* is (a `Caller`), and the
-adapter applies two rules before the runtime sees the call:
-
-* **Default session.** A call that names no session gets the caller's
-  transport session (the Streamable HTTP ``Mcp-Session-Id`` of older-era
-  clients), prefixed with the caller's tenant if it has one; failing that, a
-  tenant caller gets ``<tenant>/<default session>`` under the lenient policy
-  (the tenant's own bucket). The stdio parent, the only client of its
-  server, gets what the runtime's context policy decides (``"default"``, or
-  a refusal under the strict policy). Any other caller — an HTTP client of
-  the 2026-07-28 era, which sends no ``Mcp-Session-Id``, without a tenant
-  token — is refused: its default would be one session shared by every
-  such client.
-* **Tenant.** A caller bound to tenant ``T`` may only name sessions ``T`` or
-  ``T/…``; any other session is refused before it reaches an actor.
+``sessionId`` … in ``_meta``). The transport says who the *caller* is (a
+`protocol.Caller`), and `actors.prepare_call` judges the call by the
+caller's rules (default session, tenant; see `protocol.Caller`) before the
+runtime sees it. The stdio parent is the only client of its server and gets
+what the runtime's context policy decides for a call that names no session.
 
 Every call is logged once, after it completes (or its caller went away),
 with its tool, context, caller, outcome and duration: here, not in the
@@ -55,27 +44,29 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import re
+import time
 import urllib.parse
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
+import anyio
 import attrs
-import trio
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from protocol import (
     BackendType,
+    Caller,
     CallResult,
-    ContextError,
+    NoSessionError,
     ProtocolError,
     ServiceInfo,
+    TenantError,
     ToolContext,
     parse_call,
-    tenant_of,
 )
 
-from ._errors import (
+from .._errors import (
     ActorCrashedError,
     ArgumentsError,
     CallTimeoutError,
@@ -84,27 +75,18 @@ from ._errors import (
     RuntimeClosedError,
     UnknownToolError,
 )
-from .store import StoreError
+from .._prepare import PreparedCall, prepare_call
+from ..store import StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from mcp.server.context import ServerRequestContext
 
-    from protocol import ContextPolicy
+    from .._registry import Registry
+    from .._runtime import RuntimeConfig
 
-    from ._registry import Registry
-    from ._runtime import RuntimeConfig
-
-__all__ = [
-    "STDIO_CALLER",
-    "CallTarget",
-    "Caller",
-    "McpAdapter",
-    "default_session",
-    "in_tenant",
-    "loggable",
-]
+__all__ = ["END_SESSION", "STDIO_CALLER", "CallTarget", "McpAdapter", "loggable"]
 
 logger = logging.getLogger("actors.mcp")
 
@@ -117,22 +99,6 @@ _INSTRUCTIONS: Final = (
 )
 
 
-@final
-@attrs.frozen
-class Caller:
-    """Who sent a call, as its transport established it."""
-
-    label: str
-    """How the logs name the caller: ``stdio``, ``anonymous`` or a token's label."""
-    tenant: str | None = None
-    """The tenant the caller's token is bound to; ``None`` may address any session."""
-    transport_session: str | None = None
-    """The transport's own session id (HTTP ``Mcp-Session-Id``), if any."""
-    sole_client: bool = False
-    """Whether the transport serves this one client only (stdio), so that a session
-    it names by default cannot be shared with anyone else."""
-
-
 STDIO_CALLER: Final = Caller("stdio", sole_client=True)
 """The parent process on stdio: a trusted middleware, bound to no tenant, the only client."""
 
@@ -140,8 +106,9 @@ STDIO_CALLER: Final = Caller("stdio", sole_client=True)
 class CallTarget(Protocol):
     """What an `McpAdapter` serves: a `Runtime`, or anything that runs calls as it does.
 
-    The benchmarks serve a stand-in that runs each handler in the request's
-    own task, to measure what the actor hop costs a round trip.
+    The adapter prepares each call itself (`actors.prepare_call`) and hands it
+    to `run`. The benchmarks serve a stand-in that runs each handler in the
+    request's own task, to measure what the actor hop costs a round trip.
     """
 
     @property
@@ -154,8 +121,8 @@ class CallTarget(Protocol):
         """The tools to list, resolve and stamp errors with."""
         ...
 
-    async def call(self, params: Mapping[str, Any]) -> CallResult:
-        """Run one tools/call-shaped call, as `Runtime.call` does."""
+    async def run(self, call: PreparedCall) -> CallResult:
+        """Run one prepared call, as `Runtime.run` does."""
         ...
 
     async def end_session(self, session_id: str) -> int:
@@ -163,18 +130,10 @@ class CallTarget(Protocol):
         ...
 
 
-class _TenantError(ContextError):
-    """A caller bound to a tenant named a session outside it."""
-
-
-class _NoSessionError(ContextError):
-    """A call named no session where a default one would be shared between clients."""
-
-
 # Outcome labels for the log line, most specific class first.
 _OUTCOMES: Final[tuple[tuple[type[Exception], str], ...]] = (
-    (_TenantError, "outside_tenant"),
-    (_NoSessionError, "no_session"),
+    (TenantError, "outside_tenant"),
+    (NoSessionError, "no_session"),
     (ProtocolError, "bad_context"),
     (ArgumentsError, "bad_arguments"),
     (CallTimeoutError, "timeout"),
@@ -226,32 +185,6 @@ def _tool_list(registry: Registry) -> types.ListToolsResult:
     return types.ListToolsResult(tools=[*tools, _END_SESSION_TOOL])
 
 
-def in_tenant(session_id: str, tenant: str) -> bool:
-    """Whether a caller bound to `tenant` may address `session_id`: ``T`` itself or ``T/…``."""
-    return tenant_of(session_id) == tenant
-
-
-def default_session(caller: Caller, policy: ContextPolicy) -> str | None:
-    """The session a call of `caller` that names none lands in; ``None`` leaves it to `policy`.
-
-    Raises ContextError where the only default would be one that every client
-    of a shared transport lands in (HTTP without ``Mcp-Session-Id`` or a
-    tenant): one client's state must never turn up in another's calls.
-    """
-    prefix = "" if caller.tenant is None else caller.tenant + "/"
-    if caller.transport_session is not None:
-        return prefix + caller.transport_session
-    if caller.tenant is not None and not policy.require_session:
-        return prefix + policy.default_session  # the tenant's own bucket
-    if caller.sole_client or policy.require_session:
-        return None
-    msg = (
-        "this call names no session, and without an Mcp-Session-Id every client of this "
-        "server would share one; name it in _meta.sessionId (or the __sessionId argument)"
-    )
-    raise _NoSessionError(msg)
-
-
 @attrs.frozen
 class _Report:
     """What goes back to the client: a result, or a JSON-RPC error."""
@@ -275,7 +208,7 @@ class _Attempt:
 
     def log(self) -> None:
         """One line: what ran, for whom, on whose behalf, how it ended, how long it took."""
-        milliseconds = (trio.current_time() - self.started) * 1000
+        milliseconds = (time.perf_counter() - self.started) * 1000
         context = self.context
         where = (
             "session=? assistant=? thread=?"
@@ -316,13 +249,10 @@ class McpAdapter:
         self._runtime = runtime
         self._identify = identify or (lambda _ctx: STDIO_CALLER)
         self._policy = runtime.config.policy
-        # The adapter reads the session a call names before applying its
-        # defaults; the runtime applies the strict policy afterwards.
-        self._lenient = attrs.evolve(self._policy, require_session=False)
         self._tools = _tool_list(runtime.registry)
         self._closing = False
         self._in_flight = 0
-        self._idle = trio.Event()
+        self._idle = anyio.Event()
         self._idle.set()
         self.server: Final[Server[Any]] = Server(
             SERVER_NAME,
@@ -366,7 +296,7 @@ class McpAdapter:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        attempt = _Attempt(params.name, self._identify(ctx), trio.current_time())
+        attempt = _Attempt(params.name, self._identify(ctx), time.perf_counter())
         call = {"name": params.name, "arguments": params.arguments, "_meta": params.meta}
         self._enter()
         try:
@@ -402,8 +332,9 @@ class McpAdapter:
             attempt.outcome = "unknown_tool"
             return _Report(error=str(exc))
         try:
-            call = self._claim_for(call, attempt)
-            result = await self._runtime.call(call)
+            prepared = prepare_call(self._runtime.registry, call, self._policy, attempt.caller)
+            attempt.context = prepared.context
+            result = await self._runtime.run(prepared)
         except (ProtocolError, RuntimeCallError) as exc:
             attempt.outcome = _outcome_of(exc)
             return _Report(CallResult.error(str(exc)).stamped(tool.service))
@@ -413,9 +344,8 @@ class McpAdapter:
     async def _end_session(self, call: dict[str, Any], attempt: _Attempt) -> _Report:
         """End the call's own session, under the same rules as any call of the caller."""
         try:
-            # Parsed again under the runtime's own policy, as Runtime.call parses
-            # every other call: a strict policy refuses a call naming no session.
-            parsed = parse_call(self._claim_for(call, attempt), self._policy)
+            parsed = parse_call(call, self._policy, attempt.caller)
+            attempt.context = parsed.context
             if parsed.arguments:
                 names = ", ".join(map(repr, parsed.arguments))
                 msg = f"{END_SESSION} takes no arguments, got {names}"
@@ -430,40 +360,9 @@ class McpAdapter:
         data = {"sessionId": session, "deleted": deleted}
         return _Report(CallResult.both(text, data).stamped(_END_SESSION_SERVICE))
 
-    def _claim_for(self, call: dict[str, Any], attempt: _Attempt) -> dict[str, Any]:
-        """Claim the call's context for its caller (recorded in `attempt`); the call to run."""
-        call, attempt.context, named = self._claim(call, attempt.caller)
-        if named:  # a default session is inside the caller's tenant by construction
-            self._check_tenant(attempt.context, attempt.caller)
-        return call
-
-    def _claim(
-        self, call: dict[str, Any], caller: Caller
-    ) -> tuple[dict[str, Any], ToolContext, bool]:
-        """Apply the caller's default session: (call, context, whether the call named one)."""
-        parsed = parse_call(call, self._lenient)
-        context = parsed.context
-        if parsed.session_defaulted:
-            session = default_session(caller, self._policy)
-            if session is not None:
-                call = {**call, "_meta": {**parsed.meta, "sessionId": session}}
-                context = attrs.evolve(context, session_id=session)
-        return call, context, not parsed.session_defaulted
-
-    @staticmethod
-    def _check_tenant(context: ToolContext, caller: Caller) -> None:
-        """Refuse a session outside the caller's tenant."""
-        tenant = caller.tenant
-        if tenant is not None and not in_tenant(context.session_id, tenant):
-            msg = (
-                f"session {context.session_id!r} is outside tenant {tenant!r} of this token; "
-                f"name a session {tenant!r} or {tenant + '/…'!r}"
-            )
-            raise _TenantError(msg)
-
     def _enter(self) -> None:
         if not self._in_flight:  # only then: someone may be waiting on the current event
-            self._idle = trio.Event()
+            self._idle = anyio.Event()
         self._in_flight += 1
 
     def _leave(self) -> None:

@@ -5,7 +5,7 @@ For each HTTP request, in order:
 1. **Origin** (403), **bearer token** (401) and **declared body size** (413)
    are checked from the headers alone.
 2. A POST body is read whole, at most ``max_body`` bytes (413 beyond, also
-   for chunked bodies), and screened by `actors._jsonrpc`: what the SDK
+   for chunked bodies), and screened by `actors.server._jsonrpc`: what the SDK
    would drop or answer without the request's id is answered here, with it
    (400); a batch is split into single messages for the SDK and answered as
    one array (on a session that negotiated 2025-03-26) or refused request by

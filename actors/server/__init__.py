@@ -1,0 +1,29 @@
+"""The MCP server: serve any tool modules over stdio or Streamable HTTP.
+
+Needs the ``server`` extra (the ``mcp`` SDK and hypercorn); ``import actors``
+never imports it. From Python::
+
+    from actors.server import ServeOptions, run
+    run(ServeOptions(modules=(notes,), http=("127.0.0.1", 8765)))
+
+or ``await serve(options)`` inside trio; from a shell, ``python -m actors serve``
+(`main`) with the same options.
+"""
+
+from ._cli import MIN_TOKEN_LENGTH as MIN_TOKEN_LENGTH
+from ._cli import configure_logging as configure_logging
+from ._cli import main as main
+from ._cli import read_tokens as read_tokens
+from ._http import MCP_PATH as MCP_PATH
+from ._http import http_app as http_app
+from ._mcp import STDIO_CALLER as STDIO_CALLER
+from ._mcp import CallTarget as CallTarget
+from ._mcp import McpAdapter as McpAdapter
+from ._options import DEFAULT_MODULES as DEFAULT_MODULES
+from ._options import DEFAULT_RUNTIME as DEFAULT_RUNTIME
+from ._options import KNOWN_MODULES as KNOWN_MODULES
+from ._options import ConfigurationError as ConfigurationError
+from ._options import ServeOptions as ServeOptions
+from ._options import load_module as load_module
+from ._serve import run as run
+from ._serve import serve as serve

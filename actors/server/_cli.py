@@ -1,0 +1,500 @@
+"""``python -m actors serve``: the command line of the MCP server.
+
+Every default shown here is read from `ServeOptions` and its `RuntimeConfig`,
+so the command line and the Python entry point (`actors.server.serve`)
+cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import attrs
+import trio
+
+from protocol import ContextPolicy
+
+from ..store import StoreError
+from ._options import DEFAULT_MODULES, ConfigurationError, ServeOptions
+from ._serve import serve
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+__all__ = ["MIN_TOKEN_LENGTH", "configure_logging", "main", "read_tokens"]
+
+_DEFAULTS: Final = ServeOptions()
+_RUNTIME: Final = _DEFAULTS.runtime
+_DAY: Final = 24 * 3600.0
+_TENANT: Final = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# A comment starts at a '#' that begins the line or follows white space.
+_COMMENT: Final = re.compile(r"(?:^|\s)#.*$")
+MIN_TOKEN_LENGTH: Final = 16
+"""The shortest bearer token accepted, in characters."""
+_LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+# Loggers of the libraries under `serve`: their INFO lines are about the
+# libraries' own machinery, so they show only at --log-level debug.
+_QUIET_LOGGERS: Final = ("mcp", "hypercorn", "httpx", "httpx2", "sse_starlette")
+
+_SERVE_DESCRIPTION: Final = """\
+Serve tool modules (the built-in ones, or your own with --module) over the
+Model Context Protocol: on stdio by default (for a desktop client that starts
+the server itself), or over Streamable HTTP with --http. Logs go to stderr, one
+line per event.
+"""
+
+_SERVE_EPILOG: Final = """\
+context:
+  Each call names its context with the arguments __sessionId, __assistantId,
+  __threadId, or with the same names without '__' in the request's _meta;
+  both at once must agree. Over stdio the parent process is trusted: its
+  context claims are taken as given. A call that names no session gets:
+    1. the HTTP transport session (Mcp-Session-Id, which older-era clients
+       send), as 'TENANT/<id>' for a token bound to a tenant;
+    2. else 'TENANT/default' for a token bound to a tenant;
+    3. else 'default'.
+  With --require-session only (1) applies; otherwise the call is refused.
+
+tokens and tenants (HTTP):
+  --token TOKEN          a trusted gateway: may address any session.
+  --token TOKEN=TENANT   may address only the sessions 'TENANT' and
+                         'TENANT/...'; naming any other session is refused
+                         with an error result. Its calls that name no session
+                         land in 'TENANT/<Mcp-Session-Id>' or 'TENANT/default'.
+  TOKEN=TENANT splits at the last '='; a token has at least 16 characters; a
+  tenant is 1-64 characters of letters, digits, '.', '_' and '-'.
+  --tokens-file reads the same forms, one per line, and keeps tokens out of
+  the process list; '#' starts a comment at the start of a line or after a
+  space (a token may contain '#'), and any other malformed line stops the
+  server from starting. The log says how many tokens each tenant has and how
+  many are gateways, never the tokens.
+  With tokens configured, a request without a valid 'Authorization: Bearer'
+  header gets HTTP 401. Without tokens every local client is trusted, so a
+  non-loopback --http address needs tokens, or --insecure on a trusted network.
+
+examples:
+  python -m actors serve
+  python -m actors serve --module notes:notes
+  python -m actors serve --http 127.0.0.1:8765 --tokens-file tokens.txt
+  python -m actors serve --allow-exec --exec-allow python3 --exec-allow ls
+"""
+
+
+def parser(prog: str = "python -m actors serve") -> argparse.ArgumentParser:
+    """The ``serve`` command line."""
+    serve = argparse.ArgumentParser(
+        prog=prog,
+        description=_SERVE_DESCRIPTION,
+        epilog=_SERVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_transport_options(serve)
+    _add_module_options(serve)
+    _add_runtime_options(serve)
+    return serve
+
+
+# ---- argument types ----------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        msg = f"must be a whole number of at least 1, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        msg = f"must be a positive number of seconds, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _seconds_or_zero(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        msg = f"must be zero or a positive number of seconds, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6 in brackets: ``[::1]:8765``) → ``(host, port)``."""
+    host, colon, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not colon or not host or not port.isdigit() or int(port) > 65535:
+        msg = f"expected HOST:PORT such as 127.0.0.1:8765 (port 0 picks a free one), got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return host, int(port)
+
+
+def _token(text: str) -> tuple[str, str | None]:
+    """``TOKEN`` or ``TOKEN=TENANT`` (split at the last ``=``) → ``(token, tenant)``."""
+    token, equals, tenant = text.rpartition("=")
+    if not equals or not tenant:
+        token, tenant = text, ""  # no tenant (a trailing '=' is base64 padding)
+    if any(character.isspace() or not character.isprintable() for character in token):
+        msg = "a token must be printable text without spaces"
+        raise argparse.ArgumentTypeError(msg)
+    if len(token) < MIN_TOKEN_LENGTH:
+        # The message never repeats the token: it may be a real secret, cut short.
+        msg = (
+            f"a token of {len(token)} characters is too short to be secret; use at least "
+            f"{MIN_TOKEN_LENGTH}, e.g. from: python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))'"
+        )
+        raise argparse.ArgumentTypeError(msg)
+    if tenant and not _TENANT.fullmatch(tenant):  # not match with $: it allows a final \n
+        msg = f"tenant {tenant!r} must be 1-64 letters, digits, '.', '_' or '-'"
+        raise argparse.ArgumentTypeError(msg)
+    return token, tenant or None
+
+
+def _module_list(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        msg = "expected a comma-separated list of modules, e.g. planning,content_store"
+        raise argparse.ArgumentTypeError(msg)
+    return names
+
+
+def _origin(text: str) -> str:
+    # Browsers send origins lowercase and without a trailing slash.
+    return text.strip().rstrip("/").lower()
+
+
+# ---- the serve options ---------------------------------------------------------
+
+
+def _add_transport_options(serve: argparse.ArgumentParser) -> None:
+    group = serve.add_argument_group("transport")
+    group.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        type=_address,
+        help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio; port 0 picks a "
+        "free port, and the address is printed to stderr as 'listening on URL'",
+    )
+    group.add_argument(
+        "--token",
+        metavar="TOKEN[=TENANT]",
+        type=_token,
+        action="append",
+        default=[],
+        help="accept this bearer token (repeatable); bound to TENANT it may address only the "
+        "sessions TENANT and TENANT/... (see below)",
+    )
+    group.add_argument(
+        "--tokens-file", metavar="PATH", type=Path, help="read more tokens, one per line"
+    )
+    group.add_argument(
+        "--allow-origin",
+        metavar="ORIGIN",
+        type=_origin,
+        action="append",
+        default=[],
+        help="also accept requests from this browser Origin, e.g. https://app.example "
+        "(repeatable); loopback origins are always accepted, any other gets HTTP 403",
+    )
+    group.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a non-loopback --http address without tokens (prints a warning)",
+    )
+    group.add_argument(
+        "--max-request-bytes",
+        metavar="N",
+        type=_positive_int,
+        default=_DEFAULTS.max_request_bytes,
+        help="largest JSON-RPC message accepted, a stdio line or an HTTP body; larger ones get "
+        "an error and the server keeps serving (default %(default)s)",
+    )
+    group.add_argument(
+        "--max-sessions-per-token",
+        metavar="N",
+        type=_positive_int,
+        default=_DEFAULTS.max_sessions_per_token,
+        help="open HTTP sessions one token may hold (all anonymous clients count as one); one "
+        "more gets HTTP 429 (default %(default)s)",
+    )
+    group.add_argument(
+        "--session-idle-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=_DEFAULTS.session_idle_timeout,
+        help="an HTTP session with no request for this long is closed (default %(default)g)",
+    )
+    group.add_argument(
+        "--max-in-flight",
+        metavar="N",
+        type=_positive_int,
+        default=_DEFAULTS.max_in_flight,
+        help="stdio requests read ahead of their replies; a client that stops reading stops "
+        "the server reading (default %(default)s)",
+    )
+
+
+def _add_module_options(serve: argparse.ArgumentParser) -> None:
+    group = serve.add_argument_group("modules")
+    group.add_argument(
+        "--modules",
+        metavar="LIST",
+        type=_module_list,
+        help="comma-separated built-in modules to enable (default "
+        f"{','.join(DEFAULT_MODULES)}, or none when --module is given)",
+    )
+    group.add_argument(
+        "--module",
+        metavar="PACKAGE.MODULE:ATTRIBUTE",
+        action="append",
+        default=[],
+        help="also serve your own ToolModule, imported from this path (repeatable); the "
+        "current directory is searched first, as for python -m",
+    )
+    group.add_argument(
+        "--allow-exec",
+        action="store_true",
+        help="also enable 'workspace', which runs programs on this host in a per-session "
+        "directory; it is no sandbox",
+    )
+    group.add_argument(
+        "--exec-allow",
+        metavar="PROGRAM",
+        action="append",
+        help="a program name the workspace may start, like python3 (repeatable); without it, "
+        "any program may run",
+    )
+    group.add_argument(
+        "--unsafe-shared-exec",
+        action="store_true",
+        help="allow --allow-exec over HTTP next to tenant tokens or without tokens; a program "
+        "the workspace runs can then read the server's tokens and act for every tenant",
+    )
+    group.add_argument(
+        "--workspace-root",
+        metavar="DIR",
+        type=Path,
+        help="the directory in which the workspace makes its private root of session "
+        "directories (default: the system's temporary directory)",
+    )
+    group.add_argument(
+        "--exec-max-processes",
+        metavar="N",
+        type=_positive_int,
+        default=_DEFAULTS.exec_max_processes,
+        help="commands running at once across all sessions; each session runs at most 16 "
+        "(default %(default)s)",
+    )
+    group.add_argument(
+        "--exec-file-cap",
+        metavar="BYTES",
+        type=_positive_int,
+        default=_DEFAULTS.exec_file_cap,
+        help="the largest file a command may write, its output included (default %(default)s)",
+    )
+
+
+def _add_runtime_options(serve: argparse.ArgumentParser) -> None:
+    group = serve.add_argument_group("runtime")
+    group.add_argument(
+        "--ttl",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=_RUNTIME.ttl,
+        help="idle time after which a context's state is released (default %(default)g)",
+    )
+    group.add_argument(
+        "--mailbox-size",
+        metavar="N",
+        type=_positive_int,
+        default=_RUNTIME.mailbox_size,
+        help="calls queued per context before callers wait (default %(default)s)",
+    )
+    group.add_argument(
+        "--max-actors",
+        metavar="N",
+        type=_positive_int,
+        default=_RUNTIME.max_actors,
+        help="cap on live contexts; at it, an idle one is evicted, fairly among tenants "
+        "(default %(default)s)",
+    )
+    group.add_argument(
+        "--max-actors-per-tenant",
+        metavar="N",
+        type=_positive_int,
+        help="cap on one tenant's live contexts (sessions 'T' and 'T/...'); at it, the "
+        "tenant's own least recently used idle one is evicted (default: none)",
+    )
+    group.add_argument(
+        "--call-timeout",
+        metavar="SECONDS",
+        type=_seconds_or_zero,
+        default=_RUNTIME.call_timeout or 0.0,
+        help="deadline for one tool call; 0 for none (default %(default)g)",
+    )
+    group.add_argument(
+        "--heavy-threads",
+        metavar="N",
+        type=_positive_int,
+        default=_RUNTIME.heavy_threads,
+        help="heavy tool calls (a search over large documents) running at once, each in a "
+        "worker thread; more wait (default %(default)s)",
+    )
+    group.add_argument(
+        "--shutdown-grace",
+        metavar="SECONDS",
+        type=_seconds_or_zero,
+        default=_RUNTIME.shutdown_grace,
+        help="on SIGINT/SIGTERM, how long calls in flight may finish (default %(default)g)",
+    )
+    group.add_argument(
+        "--state",
+        metavar="URL",
+        help="where durable state (planning, playbooks, content) is kept: sqlite:///PATH, "
+        "postgresql://USER@HOST/DB, or memory (lost on exit); default: "
+        "$XDG_STATE_HOME/mcp-actors/state.db (~/.local/state/...), printed at startup",
+    )
+    group.add_argument(
+        "--state-retention",
+        metavar="DAYS",
+        type=_seconds_or_zero,
+        default=(_RUNTIME.state_retention or 0.0) / _DAY,
+        help="stored state not written for this many days is deleted; 0 keeps it "
+        "(default %(default)g)",
+    )
+    group.add_argument(
+        "--require-session",
+        action="store_true",
+        help="strict context policy: refuse a call that names no session instead of using "
+        "'default'",
+    )
+    group.add_argument(
+        "--log-level",
+        choices=_LOG_LEVELS,
+        default="info",
+        help="what to log to stderr (default info: one line per call)",
+    )
+
+
+def read_tokens(path: Path) -> list[tuple[str, str | None]]:
+    """The tokens in `path`: ``TOKEN`` or ``TOKEN=TENANT`` per line.
+
+    A ``#`` starts a comment only at the start of a line or after white space,
+    so a token may contain ``#`` (cutting ``Zq9#xK2p…=T`` at ``#`` would have
+    made ``Zq9`` a gateway token). A line that is not one token is an error
+    naming its number; nothing is read past it.
+    """
+    tokens = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        text = _COMMENT.sub("", line).strip()
+        if not text:
+            continue
+        if any(character.isspace() for character in text):
+            msg = f"{path}:{number}: expected one TOKEN or TOKEN=TENANT, found several words"
+            raise ValueError(msg)
+        try:
+            tokens.append(_token(text))
+        except argparse.ArgumentTypeError as exc:
+            msg = f"{path}:{number}: {exc}"
+            raise ValueError(msg) from None
+    return tokens
+
+
+def _token_table(pairs: Iterable[tuple[str, str | None]]) -> dict[str, str | None]:
+    table: dict[str, str | None] = {}
+    for token, tenant in pairs:
+        if token in table and table[token] != tenant:
+            msg = "one token is given twice with different tenants"
+            raise ValueError(msg)
+        table[token] = tenant
+    return table
+
+
+def configure_logging(level: str) -> None:
+    """Log to stderr at `level` as ``serve`` does: one line per event, libraries kept quiet."""
+    logging.basicConfig(
+        level=level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if level != "debug":
+        for name in _QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _options(args: argparse.Namespace) -> ServeOptions:
+    """The options the parsed command line describes (not yet checked)."""
+    tokens = list(args.token)
+    if args.tokens_file is not None:
+        tokens += read_tokens(args.tokens_file)
+    if args.module:
+        # As `python -m` does: a module beside the operator is found first.
+        sys.path.insert(0, os.getcwd())
+    builtins = args.modules if args.modules is not None else () if args.module else DEFAULT_MODULES
+    runtime = attrs.evolve(
+        _RUNTIME,
+        ttl=args.ttl,
+        mailbox_size=args.mailbox_size,
+        max_actors=args.max_actors,
+        max_actors_per_tenant=args.max_actors_per_tenant,
+        call_timeout=args.call_timeout or None,
+        shutdown_grace=args.shutdown_grace,
+        heavy_threads=args.heavy_threads,
+        state_retention=args.state_retention * _DAY or None,
+        policy=ContextPolicy(require_session=args.require_session),
+    )
+    return ServeOptions(
+        modules=(*builtins, *args.module),
+        allow_exec=args.allow_exec,
+        exec_allow=None if args.exec_allow is None else tuple(args.exec_allow),
+        workspace_root=args.workspace_root,
+        exec_max_processes=args.exec_max_processes,
+        exec_file_cap=args.exec_file_cap,
+        runtime=runtime,
+        http=args.http,
+        tokens=_token_table(tokens),
+        allow_origins=tuple(args.allow_origin),
+        insecure=args.insecure,
+        unsafe_shared_exec=args.unsafe_shared_exec,
+        max_sessions_per_token=args.max_sessions_per_token,
+        session_idle_timeout=args.session_idle_timeout,
+        max_in_flight=args.max_in_flight,
+        state=args.state,
+        max_request_bytes=args.max_request_bytes,
+    )
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m actors serve") -> int:
+    """Run ``serve`` with the arguments `argv`; returns the process exit code."""
+    cli = parser(prog)
+    args = cli.parse_args(argv)
+    try:
+        options = _options(args)
+        options.check()
+    except (ConfigurationError, ValueError, OSError) as exc:
+        cli.error(str(exc))
+    configure_logging(args.log_level)
+    failures: list[str] = []
+    try:
+        trio.run(serve, options)
+    except* (OSError, StoreError) as group:  # the address is taken, the store unusable, ...
+        failures = [str(error) for error in _leaves(group)]
+    if failures:
+        cli.exit(1, f"{cli.prog}: error: cannot serve: {'; '.join(failures)}\n")
+    return 0

@@ -1,0 +1,200 @@
+"""The Streamable HTTP half of ``serve``: tokens, callers, Origin rules, the ASGI app, hypercorn.
+
+`http_app` builds the ASGI app: the SDK's Streamable HTTP app at `MCP_PATH`
+behind the gate of `actors.server._gate` (Origin 403, bearer token 401, body
+size 413, malformed JSON-RPC answered with its id, sessions per token 429).
+On a loopback bind the SDK also checks the ``Host`` header (DNS rebinding).
+Operators' bearer tokens are checked by digest in constant time; each token's
+tenant rides in its claims and becomes the `protocol.Caller` of its requests.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import logging
+import sys
+import urllib.parse
+from typing import TYPE_CHECKING, Any, Final, cast, final
+
+import hypercorn.config
+import hypercorn.trio
+import trio
+from mcp import types
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from starlette.requests import Request
+
+from protocol import Caller
+
+from ._gate import Gate, RefusalLog, SessionTable
+from ._options import LOOPBACK_NAMES, is_loopback
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from hypercorn.typing import ASGIFramework
+    from mcp.server.context import ServerRequestContext
+
+    from ._mcp import McpAdapter
+    from ._options import ServeOptions
+
+__all__ = ["MCP_PATH", "http_app", "identify_http_caller", "origin_allowed", "serve_http"]
+
+logger = logging.getLogger("actors.serve")
+
+MCP_PATH: Final = "/mcp"
+"""Where the Streamable HTTP endpoint is mounted."""
+_TENANT_CLAIM: Final = "dev.mcp-actors/tenant"
+# Once calls have drained, open connections (idle SSE streams) get this long.
+_HTTP_CLOSE_GRACE: Final = 1.0
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+@final
+class _StaticTokens:
+    """The SDK's TokenVerifier over the operator's tokens; each one's tenant rides in its claims."""
+
+    def __init__(self, tokens: Mapping[str, str | None]) -> None:
+        self._tokens = [
+            (_digest(token), f"token-{number}", tenant)
+            for number, (token, tenant) in enumerate(tokens.items(), 1)
+        ]
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The AccessToken for `token`, or ``None`` when it is not one of ours."""
+        # Digests of equal length, each compared in constant time: the time
+        # taken tells nothing about which token, or how much of one, matched.
+        offered = _digest(token)
+        match: AccessToken | None = None
+        for digest, label, tenant in self._tokens:
+            if hmac.compare_digest(offered, digest):
+                claims = None if tenant is None else {_TENANT_CLAIM: tenant}
+                match = AccessToken(token=token, client_id=label, scopes=[], claims=claims)
+        return match
+
+
+def identify_http_caller(
+    ctx: ServerRequestContext[Any, Any], *, token_required: bool = False
+) -> Caller:
+    """Who sent an HTTP request: its token's label and tenant, and its ``Mcp-Session-Id``."""
+    request = ctx.request
+    session = request.headers.get(MCP_SESSION_ID_HEADER) if isinstance(request, Request) else None
+    user = request.scope.get("user") if isinstance(request, Request) else None
+    if isinstance(user, AuthenticatedUser):
+        token = user.access_token
+        tenant = (token.claims or {}).get(_TENANT_CLAIM)
+        return Caller(token.client_id, tenant if isinstance(tenant, str) else None, session)
+    if token_required:
+        # The gate answers such a request with 401 before it gets here; should one
+        # ever get through anyway, it must not be served as a trusted caller.
+        msg = "this server requires a bearer token"
+        raise MCPError(types.INVALID_REQUEST, msg)
+    return Caller("anonymous", None, session)
+
+
+def origin_allowed(origin: str, extra: frozenset[str]) -> bool:
+    """Whether a browser `origin` may call: a loopback http(s) origin, or one of `extra`."""
+    if origin in extra:
+        return True
+    parts = urllib.parse.urlsplit(origin)
+    try:
+        parts.port  # noqa: B018 -- raises ValueError for a malformed port
+    except ValueError:
+        return False
+    bracketed = (
+        f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname
+    )
+    return (
+        parts.scheme in ("http", "https")
+        and bracketed in LOOPBACK_NAMES
+        and not (parts.path or parts.query or parts.fragment or parts.username)
+    )
+
+
+def _transport_security(host: str, allow_origins: frozenset[str]) -> TransportSecuritySettings:
+    """The SDK's DNS-rebinding protection: Host (and Origin) checks for a loopback bind."""
+    if not is_loopback(host):
+        # A public bind's Host names are not known in advance; the gate checks Origin.
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    hosts = [*LOOPBACK_NAMES, *(f"{name}:*" for name in LOOPBACK_NAMES)]
+    origins = [f"{scheme}://{name}" for scheme in ("http", "https") for name in hosts]
+    return TransportSecuritySettings(
+        allowed_hosts=hosts, allowed_origins=[*origins, *sorted(allow_origins)]
+    )
+
+
+def http_app(
+    adapter: McpAdapter, options: ServeOptions, refusals: RefusalLog | None = None
+) -> Gate:
+    """The ASGI app: the SDK's Streamable HTTP app at `MCP_PATH`, behind the gate.
+
+    Each token, and every anonymous client together, may hold
+    ``options.max_sessions_per_token`` open sessions; a session with no request
+    in flight for ``options.session_idle_timeout`` seconds is closed. The SDK's
+    own cap on all sessions (10 000) stays as the bound on the whole table.
+    """
+    assert options.http is not None
+    host = options.http[0]
+    allow_origins = frozenset(options.allow_origins)
+    sessions = SessionTable(options.max_sessions_per_token, options.session_idle_timeout)
+    app = adapter.server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        max_request_body_size=options.max_request_bytes,
+        session_idle_timeout=options.session_idle_timeout,
+        transport_security=_transport_security(host, allow_origins),
+        host=host,
+    )
+    return Gate(
+        app,
+        origin_allowed=functools.partial(origin_allowed, extra=allow_origins),
+        tokens=_StaticTokens(options.tokens) if options.tokens else None,
+        max_body=options.max_request_bytes,
+        sessions=sessions,
+        refusals=RefusalLog() if refusals is None else refusals,
+    )
+
+
+def _bind(host: str, port: int) -> str:
+    return f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+async def serve_http(adapter: McpAdapter, options: ServeOptions, stop: trio.Event) -> None:
+    """Serve Streamable HTTP with hypercorn until `stop`; print where it listens."""
+    assert options.http is not None
+    host, port = options.http
+    if not is_loopback(host):
+        if options.tokens:
+            logger.warning(
+                "serving plain HTTP on %s: tokens travel unencrypted; use a TLS proxy", host
+            )
+        else:
+            logger.warning(
+                "serving on %s WITHOUT tokens (--insecure): anyone can use any session", host
+            )
+    config = hypercorn.config.Config()
+    config.bind = [_bind(host, port)]
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.graceful_timeout = _HTTP_CLOSE_GRACE
+    refusals = RefusalLog()
+    app = http_app(adapter, options, refusals)
+    try:
+        async with trio.open_nursery() as nursery:
+            # Starlette's and hypercorn's ASGI type hints describe the same protocol differently.
+            framework = cast("ASGIFramework", app)
+            serve_app = functools.partial(
+                hypercorn.trio.serve, framework, config, shutdown_trigger=stop.wait
+            )
+            binds: list[str] = await nursery.start(serve_app)
+            for bind in binds:
+                # Not a log record: tests and scripts parse this line, whatever the log level.
+                print(f"mcp-actors: listening on {bind}{MCP_PATH}", file=sys.stderr, flush=True)
+    finally:
+        refusals.flush()

@@ -1,0 +1,299 @@
+"""What ``serve`` serves and how: `ServeOptions`, checked before anything starts."""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import ipaddress
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, final
+
+import attrs
+
+from .._module import ToolModule
+from .._runtime import RuntimeConfig
+from ..modules import content_store, planning, playbook_store, workspace
+from ..store import check_store_url
+from ._gate import DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_SESSION_IDLE_TIMEOUT
+from ._stdio import DEFAULT_MAX_IN_FLIGHT
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "DEFAULT_MODULES",
+    "DEFAULT_RUNTIME",
+    "KNOWN_MODULES",
+    "ConfigurationError",
+    "ServeOptions",
+    "build_modules",
+    "default_state_url",
+    "describe_tokens",
+    "is_loopback",
+    "load_module",
+]
+
+DEFAULT_MODULES: Final = ("planning", "playbook_store", "content_store")
+"""What ``serve`` enables unless told otherwise."""
+KNOWN_MODULES: Final = (*DEFAULT_MODULES, "workspace")
+"""Every built-in module ``serve`` can enable; ``workspace`` only with ``allow_exec``."""
+DEFAULT_MAX_REQUEST_BYTES: Final = 1024 * 1024
+LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
+"""Host names (as in a URL) that always mean this machine."""
+# About 7 KB per idle context plus its state: a bound on memory a client cannot lift.
+DEFAULT_RUNTIME: Final = RuntimeConfig(max_actors=10_000)
+"""The runtime settings of a server: `RuntimeConfig`'s defaults, with at most
+10 000 live contexts (a bound on the memory clients can take)."""
+
+
+class ConfigurationError(ValueError):
+    """The serve options contradict each other or are unsafe; the message says what to change."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address, IPv6 with or without brackets) is loopback only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ServeOptions:
+    """Everything ``serve`` needs: modules, runtime settings, transport, limits and tokens."""
+
+    modules: tuple[str | ToolModule[Any], ...] = DEFAULT_MODULES
+    """What to serve: built-in modules by name (`KNOWN_MODULES`), your own as
+    ``package.module:attribute`` (imported when the options are checked), or
+    `ToolModule` objects."""
+    allow_exec: bool = False
+    """Enable the ``workspace`` module, which runs programs on this host."""
+    exec_allow: tuple[str, ...] | None = None
+    """Program names the workspace may start; ``None`` allows any."""
+    workspace_root: Path | None = None
+    """Where the workspace makes its private root; the system's temporary directory if None."""
+    exec_max_processes: int = 64
+    """Commands the workspace runs at once, across all sessions."""
+    exec_file_cap: int = 8 * 1024 * 1024
+    """The largest file a workspace command may write, in bytes."""
+    runtime: RuntimeConfig = DEFAULT_RUNTIME
+    """TTL, mailbox size, actor cap, call timeout, grace, context policy."""
+    http: tuple[str, int] | None = None
+    """``(host, port)`` to serve Streamable HTTP on; ``None`` serves stdio."""
+    tokens: Mapping[str, str | None] = attrs.field(factory=dict)
+    """Bearer token → the tenant it is bound to (``None``: any session). HTTP only."""
+    allow_origins: tuple[str, ...] = ()
+    """Browser origins allowed besides loopback ones. HTTP only."""
+    insecure: bool = False
+    """Allow a non-loopback bind without tokens."""
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    """The largest JSON-RPC message accepted: a stdio line or an HTTP body."""
+    unsafe_shared_exec: bool = False
+    """Allow the workspace on an HTTP server whose clients are not all trusted gateways."""
+    max_sessions_per_token: int = DEFAULT_MAX_SESSIONS_PER_TOKEN
+    """Open HTTP sessions one token (or all anonymous clients together) may hold."""
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
+    """Seconds after which an HTTP session with no request in flight is closed."""
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    """Stdio requests read ahead of their replies; past it, no more are read."""
+    state: str | None = None
+    """Where durable state is kept (`actors.store.open_store` URL); None: `default_state_url`."""
+
+    def check(self) -> None:
+        """Raise ConfigurationError for options that contradict each other or are unsafe."""
+        self._check_state()
+        self._check_modules()
+        if not self.allow_exec:
+            exec_only = [
+                name
+                for name, given in (
+                    ("--modules workspace", "workspace" in self.modules),
+                    ("--exec-allow", self.exec_allow is not None),
+                    ("--workspace-root", self.workspace_root is not None),
+                )
+                if given
+            ]
+            if exec_only:
+                msg = f"{', '.join(exec_only)} needs --allow-exec: the workspace runs programs"
+                raise ConfigurationError(msg)
+        else:
+            self._check_workspace()
+        for flag, value in (
+            ("--max-request-bytes", self.max_request_bytes),
+            ("--max-sessions-per-token", self.max_sessions_per_token),
+            ("--max-in-flight", self.max_in_flight),
+        ):
+            if value < 1:
+                msg = f"{flag} must be at least 1, got {value}"
+                raise ConfigurationError(msg)
+        if not self.session_idle_timeout > 0:
+            msg = f"--session-idle-timeout must be positive, got {self.session_idle_timeout}"
+            raise ConfigurationError(msg)
+        if self.http is None:
+            if self.tokens or self.allow_origins or self.insecure:
+                msg = "--token, --tokens-file, --allow-origin and --insecure apply to --http only"
+                raise ConfigurationError(msg)
+            return
+        host = self.http[0]
+        if not is_loopback(host) and not self.tokens and not self.insecure:
+            msg = (
+                f"refusing to serve on {host} without tokens: anyone who can reach it could use "
+                "every session; add --token or --tokens-file, or --insecure on a trusted network"
+            )
+            raise ConfigurationError(msg)
+        self._check_shared_exec()
+
+    def _check_modules(self) -> None:
+        """Import the modules named by spec now, and refuse unknown or repeated names."""
+        names = [
+            entry.name if isinstance(entry, ToolModule) else _builtin_or_loaded(entry).name
+            for entry in self.modules
+            if entry != "workspace"
+        ]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            msg = f"module(s) {', '.join(repeated)} given more than once; module names are unique"
+            raise ConfigurationError(msg)
+
+    def _check_state(self) -> None:
+        try:
+            check_store_url(self.state_url)
+        except ValueError as exc:
+            msg = f"--state: {exc}"
+            raise ConfigurationError(msg) from None
+
+    @property
+    def state_url(self) -> str:
+        """The store to open: `state`, or the SQLite file in the user's state directory."""
+        return default_state_url() if self.state is None else self.state
+
+    def _check_workspace(self) -> None:
+        """Build the workspace once, so that an allowed program not on PATH is refused now."""
+        try:
+            self.workspace_module()
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(str(exc)) from None
+
+    def workspace_module(self) -> ToolModule[Any]:
+        """The ``workspace`` module these options describe (it makes nothing on disk yet)."""
+        return workspace(
+            root=self.workspace_root,
+            allow=self.exec_allow,
+            file_cap=self.exec_file_cap,
+            max_processes_total=self.exec_max_processes,
+        )
+
+    def _check_shared_exec(self) -> None:
+        """Refuse the workspace where a client that is not a trusted gateway could reach it.
+
+        A program the workspace runs acts as the server's user: it can read the
+        tokens file or ``/proc/<ppid>/cmdline``, take a gateway token, and reach
+        every tenant's sessions. Without tokens, every local user could run programs
+        as the server's user.
+        """
+        if not self.allow_exec or self.unsafe_shared_exec:
+            return
+        tenants = sorted({tenant for tenant in self.tokens.values() if tenant is not None})
+        if tenants:
+            msg = (
+                f"refusing --allow-exec next to tenant tokens ({', '.join(tenants)}): a program "
+                "it runs can read the server's tokens and reach every tenant's sessions; serve "
+                "the workspace from a separate server with gateway tokens only, or pass "
+                "--unsafe-shared-exec to accept that"
+            )
+            raise ConfigurationError(msg)
+        if not self.tokens:
+            msg = (
+                "refusing --allow-exec over HTTP without tokens: any local user could run "
+                "programs as this server's user; add gateway tokens (--token TOKEN), or pass "
+                "--unsafe-shared-exec to accept that"
+            )
+            raise ConfigurationError(msg)
+
+    @property
+    def enabled(self) -> tuple[str | ToolModule[Any], ...]:
+        """The modules to enable: `modules`, plus ``workspace`` with `allow_exec`."""
+        if self.allow_exec and "workspace" not in self.modules:
+            return (*self.modules, "workspace")
+        return self.modules
+
+
+def default_state_url() -> str:
+    """``sqlite:///`` a file in the XDG state directory (``~/.local/state/mcp-actors``)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return f"sqlite:///{Path(base, 'mcp-actors', 'state.db').absolute()}"
+
+
+def describe_tokens(tokens: Mapping[str, str | None]) -> str:
+    """How many tokens are gateways and how many each tenant has; never the tokens."""
+    if not tokens:
+        return "none (every client that can connect is trusted)"
+    gateways = sum(1 for tenant in tokens.values() if tenant is None)
+    per_tenant = collections.Counter(tenant for tenant in tokens.values() if tenant is not None)
+    parts = [f"{gateways} gateway(s)"]
+    parts += [f"tenant {tenant!r}: {count}" for tenant, count in sorted(per_tenant.items())]
+    return ", ".join(parts)
+
+
+def build_modules(options: ServeOptions) -> list[ToolModule[Any]]:
+    """The tool modules `options` enables, in the order given (the options are checked first)."""
+    return [
+        entry
+        if isinstance(entry, ToolModule)
+        else options.workspace_module()
+        if entry == "workspace"
+        else _builtin_or_loaded(entry)
+        for entry in options.enabled
+    ]
+
+
+_BUILTIN: Final[Mapping[str, ToolModule[Any]]] = {
+    "planning": planning,
+    "playbook_store": playbook_store,
+    "content_store": content_store,
+}
+
+
+def _builtin_or_loaded(entry: str) -> ToolModule[Any]:
+    if ":" in entry:
+        return load_module(entry)
+    module = _BUILTIN.get(entry)
+    if module is None:
+        msg = (
+            f"unknown module {entry!r}; built-in: {', '.join(KNOWN_MODULES)}, or name your own "
+            "as package.module:attribute"
+        )
+        raise ConfigurationError(msg)
+    return module
+
+
+def load_module(spec: str) -> ToolModule[Any]:
+    """Import the `ToolModule` that ``package.module:attribute`` names.
+
+    Raises ConfigurationError naming the spec and what went wrong: a malformed
+    spec, an import that failed (with its exception), a missing attribute, or
+    an attribute that is not a ToolModule.
+    """
+    path, _, attribute = spec.partition(":")
+    if not path or not attribute or ":" in attribute:
+        msg = f"module {spec!r}: expected package.module:attribute, e.g. notes:notes"
+        raise ConfigurationError(msg)
+    try:
+        found: object = importlib.import_module(path)
+    except Exception as exc:  # the operator's code: any failure is reported, not raised
+        msg = f"module {spec!r}: cannot import {path!r}: {type(exc).__name__}: {exc}"
+        raise ConfigurationError(msg) from None
+    for name in attribute.split("."):
+        try:
+            found = getattr(found, name)
+        except AttributeError:
+            msg = f"module {spec!r}: {path!r} has no attribute {attribute!r}"
+            raise ConfigurationError(msg) from None
+    if not isinstance(found, ToolModule):
+        msg = f"module {spec!r}: {attribute!r} is a {type(found).__name__}, not a ToolModule"
+        raise ConfigurationError(msg)
+    return found

@@ -1,0 +1,156 @@
+"""``actors serve``: the MCP server on stdio or Streamable HTTP, its limits, auth and shutdown.
+
+Transports
+----------
+* **stdio** (the default): the SDK's ``stdio_server`` and ``Server.run``. The
+  parent process is the trusted middleware, so its context claims are taken
+  as given. `actors.server._stdio` reads and writes the pipes (size limit on lines,
+  errors for lines the SDK cannot parse, a bound on requests read ahead of
+  their replies, no worker threads).
+* **Streamable HTTP** (``--http HOST:PORT``): the SDK's Starlette app, served
+  by hypercorn on trio, behind the ASGI gate of `actors.server._gate`: ``Origin``
+  (403), bearer token (401), body size (413), malformed JSON-RPC answered
+  with its id, and a cap on open sessions per token (429). On a loopback
+  bind the SDK also checks the ``Host`` header (DNS rebinding).
+
+Tokens and tenants
+------------------
+Operators configure static bearer tokens, each optionally bound to a tenant.
+A token bound to tenant ``T`` may address only the sessions ``T`` and
+``T/…`` (see `protocol.Caller` for the default session a call without one gets).
+A token bound to no tenant is a trusted gateway and may address any session,
+as may every client of a loopback server configured without tokens. The SDK
+ties each HTTP session (``Mcp-Session-Id``) to the token that opened it.
+
+Shutdown
+--------
+The first SIGINT or SIGTERM stops new calls (they get an ``isError``
+result), lets the calls in flight finish for up to ``shutdown_grace``
+seconds, then stops the transport; the runtime then stops every actor and
+runs every state's ``on_stop`` (the workspace's kills its processes). A
+second signal stops the transport at once. EOF on stdin ends a stdio server
+the same way: the calls read before it still get their replies, within the
+same grace (a client may close stdin right after its last request).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import signal
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from .._runtime import open_runtime
+from ..store import open_store
+from ._http import identify_http_caller, serve_http
+from ._mcp import McpAdapter
+from ._options import build_modules, describe_tokens
+from ._stdio import serve_stdio
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from .._runtime import Runtime
+    from ._options import ServeOptions
+
+__all__ = ["run", "serve"]
+
+logger = logging.getLogger("actors.serve")
+
+
+@attrs.define(eq=False)
+class _Shutdown:
+    """Turns the first SIGINT/SIGTERM into a graceful stop and the next into an immediate one."""
+
+    requested: trio.Event = attrs.field(factory=trio.Event)
+    """Set by the first signal: take no new calls, let the calls in flight finish."""
+    hurry: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    """Cancelled by a second signal: stop the transport now."""
+
+    async def watch(self, signals: AsyncIterator[int]) -> None:
+        """Act on each signal received, for as long as the server runs."""
+        async for number in signals:
+            name = signal.Signals(number).name
+            if not self.requested.is_set():
+                logger.info("%s received: shutting down", name)
+                self.requested.set()
+            else:
+                logger.warning("%s received again: stopping the transport now", name)
+                self.hurry.cancel()
+
+
+async def _drain(shutdown: _Shutdown, adapter: McpAdapter, grace: float, stop: trio.Event) -> None:
+    """Once shutdown is requested, refuse new calls, wait for those in flight, then `stop`."""
+    await shutdown.requested.wait()
+    adapter.close()
+    with trio.move_on_after(grace):
+        await adapter.wait_idle()
+    if adapter.in_flight:
+        logger.warning(
+            "%d call(s) still running after %g s; their callers get an error",
+            adapter.in_flight,
+            grace,
+        )
+    stop.set()
+
+
+def _adapter(runtime: Runtime, options: ServeOptions) -> McpAdapter:
+    if options.http is None:
+        return McpAdapter(runtime)  # the stdio parent is a trusted middleware
+    identify = functools.partial(identify_http_caller, token_required=bool(options.tokens))
+    return McpAdapter(runtime, identify=identify)
+
+
+async def serve(options: ServeOptions) -> None:
+    """Serve MCP until EOF on stdin (stdio) or a signal; then shut down in order.
+
+    Must run in the main thread (it handles SIGINT and SIGTERM itself).
+    Raises ConfigurationError for options that `ServeOptions.check` refuses.
+    """
+    options.check()
+    shutdown = _Shutdown()
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as watchers:
+            # Signals are watched until the runtime has stopped, so that a
+            # second one during cleanup is logged instead of killing the process.
+            watchers.start_soon(shutdown.watch, signals)
+            async with (
+                open_store(options.state_url) as store,
+                open_runtime(build_modules(options), options.runtime, store=store) as runtime,
+            ):
+                logger.info("modules: %s", ", ".join(runtime.registry.modules))
+                logger.info("state: %s", store.url)
+                if options.http is not None:
+                    logger.info("tokens: %s", describe_tokens(options.tokens))
+                adapter = _adapter(runtime, options)
+                stop = trio.Event()
+                grace = options.runtime.shutdown_grace
+                watchers.start_soon(_drain, shutdown, adapter, grace, stop)
+                with shutdown.hurry:
+                    if options.http is None:
+                        await serve_stdio(
+                            adapter,
+                            options.max_request_bytes,
+                            stop,
+                            eof_grace=grace,
+                            max_in_flight=options.max_in_flight,
+                        )
+                    else:
+                        await serve_http(adapter, options, stop)
+                logger.info("transport stopped; stopping actors")
+            watchers.cancel_scope.cancel()
+    logger.info("stopped")
+
+
+def run(options: ServeOptions) -> None:
+    """Serve as `serve` does, from synchronous code: ``trio.run(serve, options)``.
+
+    For a script that serves its own modules::
+
+        from actors.server import ServeOptions, run
+        run(ServeOptions(modules=(notes,), http=("127.0.0.1", 8765)))
+    """
+    trio.run(serve, options)

@@ -1,0 +1,90 @@
+"""Who sent a call, and the rules that follow from it: default sessions and tenants.
+
+A transport knows who is calling — the stdio parent, an HTTP client with or
+without a bearer token — and the context a call claims is judged by that:
+
+* **Default session.** A call that names no session gets the caller's
+  transport session (the Streamable HTTP ``Mcp-Session-Id`` of older-era
+  clients), prefixed with the caller's tenant if it has one; failing that, a
+  tenant caller gets ``<tenant>/<default session>`` under the lenient policy
+  (the tenant's own bucket). The sole client of a transport (the stdio
+  parent, an embedding program) gets what the context policy decides. Any
+  other caller is refused: its default would be one session shared by every
+  such client, and one client's state must never turn up in another's calls.
+* **Tenant.** A caller bound to tenant ``T`` may only name sessions ``T`` or
+  ``T/…`` (`tenant_of`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, final
+
+import attrs
+
+from ._errors import ContextError
+from ._scope import TENANT_SEPARATOR, tenant_of
+
+if TYPE_CHECKING:
+    from ._context import ContextPolicy, ToolContext
+
+__all__ = ["Caller", "NoSessionError", "TenantError", "in_tenant"]
+
+
+class TenantError(ContextError):
+    """A caller bound to a tenant named a session outside it."""
+
+
+class NoSessionError(ContextError):
+    """A call named no session where a default one would be shared between clients."""
+
+
+def in_tenant(session_id: str, tenant: str) -> bool:
+    """Whether a caller bound to `tenant` may address `session_id`: ``T`` itself or ``T/…``."""
+    return tenant_of(session_id) == tenant
+
+
+_NO_SESSION: Final = (
+    "this call names no session, and without an Mcp-Session-Id every client of this "
+    "server would share one; name it in _meta.sessionId (or the __sessionId argument)"
+)
+
+
+@final
+@attrs.frozen
+class Caller:
+    """Who sent a call, as its transport established it."""
+
+    label: str
+    """How the logs name the caller: ``stdio``, ``anonymous`` or a token's label."""
+    tenant: str | None = None
+    """The tenant the caller's token is bound to; ``None`` may address any session."""
+    transport_session: str | None = None
+    """The transport's own session id (HTTP ``Mcp-Session-Id``), if any."""
+    sole_client: bool = False
+    """Whether the transport serves this one client only (stdio, an embedding
+    program), so that a session it names by default cannot be shared with anyone."""
+
+    def default_session(self, policy: ContextPolicy) -> str | None:
+        """The session a call naming none lands in; ``None`` leaves it to `policy`.
+
+        Raises NoSessionError where the only default would be one that every
+        client of a shared transport lands in.
+        """
+        prefix = "" if self.tenant is None else self.tenant + TENANT_SEPARATOR
+        if self.transport_session is not None:
+            return prefix + self.transport_session
+        if self.tenant is not None and not policy.require_session:
+            return prefix + policy.default_session  # the tenant's own bucket
+        if self.sole_client or policy.require_session:
+            return None
+        raise NoSessionError(_NO_SESSION)
+
+    def check(self, context: ToolContext) -> None:
+        """Raise TenantError if `context`'s session is outside this caller's tenant."""
+        tenant = self.tenant
+        if tenant is not None and not in_tenant(context.session_id, tenant):
+            msg = (
+                f"session {context.session_id!r} is outside tenant {tenant!r} of this token; "
+                f"name a session {tenant!r} or {tenant + TENANT_SEPARATOR + '…'!r}"
+            )
+            raise TenantError(msg)
