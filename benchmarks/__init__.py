@@ -6,13 +6,13 @@ median of the rounds with their spread, each figure beside its target:
 
 * ``call_path`` — a no-op ``Runtime.call_tool`` against a bare trio task per
   key (the design's floor), a dict of states behind per-key ``trio.Lock`` (the
-  seeds' design) and a direct function call;
+  replaced design's first fix) and a direct function call;
 * ``activation`` — actors started per second, first call against warm call;
 * ``memory`` — heap and RSS per idle actor, and what TTL expiry gives back,
   one fresh subprocess per size;
 * ``churn`` — a TTL near zero under load: no lost, wrong or duplicated call;
 * ``isolation`` — interleaved sessions through the ``planning`` module: no
-  leaked goal, while the seeds' ``switch_context`` design leaks;
+  leaked goal, while the replaced ``switch_context`` design leaks;
 * ``mcp`` — tools/call over stdio with the SDK client, through a server with
   actors and one calling handlers directly: the actor hop's share;
 * ``durable`` — durable state: SQLite and the memory store against no store

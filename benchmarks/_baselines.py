@@ -6,13 +6,14 @@ differences measured are the designs' own:
 * `ChannelFloor` — the floor of the runtime's design: one bare trio task per
   key, fed by a memory channel, answering through an Event. No parsing, no
   validation, no result type, no deadline: what an actor costs at the least.
-* `LockedDict` — the seeds' design done right: one dict of states, a
-  ``trio.Lock`` per key, the handler run in the caller's task.
+* `LockedDict` — the replaced design's first fix done right: one dict of
+  states, a ``trio.Lock`` per key, the handler run in the caller's task.
 * `DirectCall` — the handler called directly: the cost of the work itself.
 * `HandlersDirect` — `Runtime.call` without the actor, for the ``mcp``
   scenario's server that calls handlers directly.
-* `SwitchContext` — the seeds' bug: one global current context that each call
-  switches before running its handler (see the `isolation` scenario).
+* `SwitchContext` — the replaced design's bug: one global current context that
+  each call switches before running its handler (see the `isolation`
+  scenario).
 """
 
 from __future__ import annotations
@@ -199,7 +200,7 @@ class ChannelFloor:
 
 @final
 class LockedDict:
-    """The seeds' design done right: a dict of states, one ``trio.Lock`` per key."""
+    """The replaced design's first fix done right: a dict of states, one ``trio.Lock`` per key."""
 
     def __init__(self, handler: Handler) -> None:
         self._handler = handler
@@ -282,7 +283,7 @@ class HandlersDirect:
 
 @final
 class SwitchContext:
-    """The seeds' design: a global current context, switched before every call.
+    """The replaced design (docs/design.md): a global current context, switched before every call.
 
     `call_tool` first switches the context (a request of its own, so a
     checkpoint), then runs the handler, which reads the current context,

@@ -36,7 +36,7 @@ __all__ = [
 RUNTIME: Final = "runtime"
 RUNTIME_NO_DEADLINE: Final = "runtime, no deadline"
 FLOOR: Final = "bare channel floor"
-LOCKED: Final = "locked dict (seeds)"
+LOCKED: Final = "locked dict (replaced design)"
 DIRECT: Final = "direct call"
 DESIGNS: Final = (RUNTIME, RUNTIME_NO_DEADLINE, FLOOR, LOCKED, DIRECT)
 """Every in-process design, in the order they run within a round."""

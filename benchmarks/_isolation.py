@@ -4,9 +4,9 @@ M sessions x A assistants x T threads run at once. Each context creates
 goals with texts no other context uses and, after each, lists the goals: a
 goal of another context in the list is a *leaked observation*, one of its
 own goals missing is a *lost write*. The runtime must show neither. The
-seeds' ``switch_context`` design (`SwitchContext`) runs in the same harness,
-interleaved round by round, and must leak — otherwise the harness would not
-be able to see a leak at all.
+replaced ``switch_context`` design (docs/design.md; `SwitchContext`) runs in
+the same harness, interleaved round by round, and must leak — otherwise the
+harness would not be able to see a leak at all.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ __all__ = ["run_isolation"]
 
 NAME: Final = "isolation"
 RUNTIME: Final = "runtime"
-SWITCH: Final = "switch_context (seeds)"
+SWITCH: Final = "switch_context (replaced design)"
 ZERO: Final = Target("==", 0)
 SOME: Final = Target(">", 0)
 

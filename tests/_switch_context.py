@@ -1,17 +1,20 @@
-"""A deliberately broken runtime: the seeds' ``switch_context`` design, kept to fail tests.
+"""A deliberately broken runtime: the design this project replaces (docs/design.md), kept to fail
+tests.
 
-The seeds' servers held one "current context" that a ``switch_context()``
-request set before each tool call, and every handler found its state through
-that global (``sessions.get(currentSessionId)``). `SwitchContextRuntime`
-reproduces it with this project's own modules and handlers, so the isolation
-tests can prove that they catch it:
+The servers of the application this project grew from held one "current
+context" that a ``switch_context()`` request set before each tool call, and
+every handler found its state through that global
+(``sessions.get(currentSessionId)``). `SwitchContextRuntime` reproduces it with
+this project's own modules and handlers, so the isolation tests can prove that
+they catch it:
 
 * ``call`` runs in the caller's task: it switches the shared context (a
   request of its own, so a checkpoint), then runs the handler;
 * the handler's state is a proxy that looks the state up through the *current*
-  context on every attribute access, as the seeds' ``getCurrentState()`` did,
-  so an ``await`` inside a handler lets another call switch the context under
-  it: a read-modify-write starts in one key's state and ends in another's.
+  context on every attribute access, as those servers' ``getCurrentState()``
+  did, so an ``await`` inside a handler lets another call switch the context
+  under it: a read-modify-write starts in one key's state and ends in
+  another's.
 
 That design breaks both isolation and order: two concurrent calls to one key
 interleave their read-modify-writes as well. Options isolate one bug each:
@@ -19,15 +22,15 @@ interleave their read-modify-writes as well. Options isolate one bug each:
 * ``serialize="keys"`` makes calls to one key (the key of the call's own
   context) wait for each other, as an actor would, but keeps the shared
   current context: what is left is the leak between keys;
-* ``seed_keys=True`` keys states by the seeds' strings
+* ``string_keys=True`` keys states by the old string keys
   (``session::assistant-or-none::thread-or-default``), so an assistant named
   ``"none"`` shares the state of "no assistant", and a thread named
   ``"default"`` that of "no thread"; with ``serialize="calls"`` (one call at
   a time) that collision is the only bug left;
-* ``context_per_call=True`` is the seeds' fix without actors: each handler
-  finds the state of its own call's context, but nothing makes calls to one
-  key wait for each other, so two read-modify-writes interleave and one
-  update is lost.
+* ``context_per_call=True`` is the first fix (context passed with every call)
+  without actors: each handler finds the state of its own call's context, but
+  nothing makes calls to one key wait for each other, so two read-modify-writes
+  interleave and one update is lost.
 
 Not for use outside the tests.
 """
@@ -51,8 +54,8 @@ if TYPE_CHECKING:
 __all__ = ["SwitchContextRuntime", "open_switch_context_runtime"]
 
 
-def _seed_key(context: ToolContext) -> str:
-    # The seeds' key format, absent parts spelled as strings: the collision bug.
+def _string_key(context: ToolContext) -> str:
+    # The old key format, absent parts spelled as strings: the collision bug.
     return (
         f"{context.session_id}::{context.assistant_id or 'none'}::{context.thread_id or 'default'}"
     )
@@ -61,7 +64,7 @@ def _seed_key(context: ToolContext) -> str:
 class _StateLookup:
     """A handler's state, looked up anew on every attribute access.
 
-    Through the shared current context (the seeds' ``getCurrentState()``), or
+    Through the shared current context (the old servers' ``getCurrentState()``), or
     through the call's own context under ``context_per_call``.
     """
 
@@ -80,26 +83,26 @@ class _StateLookup:
 
 
 class SwitchContextRuntime:
-    """The seeds' design: one shared current context, states looked up through it."""
+    """The replaced design: one shared current context, states looked up through it."""
 
     def __init__(
         self,
         modules: Iterable[ToolModule[Any]],
         *,
         serialize: Literal["nothing", "calls", "keys"] = "nothing",
-        seed_keys: bool = False,
+        string_keys: bool = False,
         context_per_call: bool = False,
     ) -> None:
         self._registry = Registry(modules)
         self._serialize = serialize
-        self._seed_keys = seed_keys
+        self._string_keys = string_keys
         self._context_per_call = context_per_call
         self._locks: dict[object, trio.Lock] = {}
         self._current: ToolContext | None = None
         self._states: dict[tuple[str, object], object] = {}
 
     async def switch_context(self, context: ToolContext) -> None:
-        """Make `context` the current one for every call, as the seeds' request did."""
+        """Make `context` current for every call, as the old servers' separate request did."""
         self._current = context
         await trio.lowlevel.checkpoint()  # a request of its own: a round trip
 
@@ -118,7 +121,7 @@ class SwitchContextRuntime:
         return state
 
     def _key(self, module: ToolModule[Any], projected: ToolContext) -> tuple[str, object]:
-        return (module.name, _seed_key(projected) if self._seed_keys else projected)
+        return (module.name, _string_key(projected) if self._string_keys else projected)
 
     def _lock(
         self, module: ToolModule[Any], context: ToolContext

@@ -13,7 +13,8 @@ optional_ids = st.none() | ids
 contexts = st.builds(ToolContext, ids, optional_ids, optional_ids)
 
 # Tiny pools so that generated contexts collide often; "none" and "default"
-# are the literals the seeds' string keys confused with absent parts.
+# are the literals the replaced design's string keys confused with absent parts
+# (docs/design.md).
 small_contexts = st.builds(
     ToolContext,
     st.sampled_from(["s1", "s2", "none"]),

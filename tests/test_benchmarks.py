@@ -134,8 +134,8 @@ class TestCorrectnessCounters:
         assert (leaked.value, wrong.value, lost.value) == (0, 0, 0)
 
     def test_switch_context_design_leaks(self, report: Report) -> None:
-        """The seeds' design, in the same harness, is caught leaking."""
-        (leaked,) = figures_of(report, "isolation", "switch_context (seeds): leaked")
+        """The replaced switch_context design, in the same harness, is caught leaking."""
+        (leaked,) = figures_of(report, "isolation", "switch_context (replaced design): leaked")
         assert leaked.value > 0
 
     def test_memory_expiry_leaves_no_live_actor(self, report: Report) -> None:

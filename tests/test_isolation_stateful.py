@@ -426,7 +426,7 @@ class StringKeysMachine(IsolationMachine):
     """Calls run one at a time, with states under string keys that spell absent parts."""
 
     open_target = staticmethod(
-        functools.partial(open_switch_context_runtime, serialize="calls", seed_keys=True)
+        functools.partial(open_switch_context_runtime, serialize="calls", string_keys=True)
     )
 
 

@@ -1,4 +1,6 @@
-"""The seeds' scenarios for the planning and playbook_store modules, through the real runtime."""
+"""Isolation and permission scenarios for the planning and playbook_store modules, through the real
+runtime.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ if TYPE_CHECKING:
 
 
 async def call(runtime: Runtime, tool: str, context: ToolContext, **arguments: Any) -> CallResult:
-    """Call `tool` the way the seeds' middleware does: context injected into the arguments."""
+    """Call `tool` the way a trusted middleware does: context injected into the arguments."""
     return await runtime.call_tool(tool, inject_context(arguments, context))
 
 
@@ -28,7 +30,7 @@ A2 = ToolContext("sess_1", "asst_2")
 
 class TestPlanning:
     async def test_state_is_isolated_by_session(self) -> None:
-        """Seed 000 §7.1: session 1's goals never show in session 2."""
+        """Session 1's goals never show in session 2."""
         async with open_runtime([planning]) as runtime:
             created = await call(runtime, "planning__create_goal", S1, goal="Session 1 Goal")
             assert not created.is_error
@@ -38,7 +40,7 @@ class TestPlanning:
         assert "Session 2 Goal" not in listed
 
     async def test_state_is_isolated_by_assistant_within_a_session(self) -> None:
-        """Seed 000 §7.1: two assistants of one session keep separate plans."""
+        """Two assistants of one session keep separate plans."""
         async with open_runtime([planning]) as runtime:
             await call(runtime, "planning__create_goal", A1, goal="Assistant 1 Goal")
             await call(runtime, "planning__create_goal", A2, goal="Assistant 2 Goal")
@@ -56,7 +58,7 @@ class TestPlanning:
         assert listed == "No goals yet."
 
     async def test_three_concurrent_creates_in_three_sessions(self) -> None:
-        """Seed 000 §7.1: concurrent creates all succeed and each session has only its own."""
+        """Concurrent creates all succeed and each session has only its own."""
         sessions = [ToolContext(f"sess_{i}") for i in (1, 2, 3)]
         async with open_runtime([planning]) as runtime:
             results: list[CallResult] = []
@@ -111,7 +113,7 @@ class TestPlanning:
 
 class TestPlaybookStore:
     async def test_the_owner_may_select_its_playbook(self) -> None:
-        """Seed 000 §7.1: the creating assistant selects its playbook."""
+        """The creating assistant selects its playbook."""
         async with open_runtime([playbook_store]) as runtime:
             created = await call(runtime, "playbook_store__create_playbook", A1, name="Test")
             assert created.structured_content is not None
@@ -121,7 +123,7 @@ class TestPlaybookStore:
         assert selected.structured_content == {"selected": playbook_id}
 
     async def test_another_assistant_is_denied(self) -> None:
-        """Seed 000 §7.1: a different assistant of the same session gets Permission denied."""
+        """A different assistant of the same session gets Permission denied."""
         async with open_runtime([playbook_store]) as runtime:
             created = await call(runtime, "playbook_store__create_playbook", A1, name="Test")
             assert created.structured_content is not None
@@ -169,7 +171,7 @@ class TestPlaybookStore:
 
 class TestIntegrationFlow:
     async def test_middleware_injects_context_and_the_handler_never_sees_it(self) -> None:
-        """Seed 000 §7.3: model arguments + injected context → isolated state, clean handler."""
+        """Model arguments + injected context → isolated state, clean handler."""
         model_arguments = {"goal": "Test E2E"}
         context = ToolContext("integration_test_session", "integration_test_assistant")
         sent = inject_context(model_arguments, context)

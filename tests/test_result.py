@@ -131,7 +131,7 @@ class TestToolNames:
             ToolName.parse(name)
 
     def test_base_name_resolves_through_service_info(self) -> None:
-        """The seed's UI action: a base name plus the result's ServiceInfo gives the full name."""
+        """A UI re-calling a tool by base name: the result's ServiceInfo gives the full name."""
         assert name_from_service("list_goals", PLANNING) == "builtin.planning__list_goals"
         external = ServiceInfo("filesystem", "read_file", BackendType.EXTERNAL)
         assert name_from_service("write_file", external) == "filesystem__write_file"

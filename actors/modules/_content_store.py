@@ -3,7 +3,11 @@
 Each session has one store, and its actor owns it, so nothing here locks or
 looks a session up. The store exists from the session's first call on;
 ``create_store`` reports its id, which stays the same for the life of the
-session's state (until its TTL expires).
+session's state. Without a state store, that state goes when its actor stops
+(TTL expiry, eviction, a crash, shutdown); with one (``content_store`` is
+durable), it outlives its actors and goes only when the session ends
+(``Runtime.end_session``) or when no call has changed it for the runtime's
+``state_retention``.
 
 Items
 -----
@@ -99,7 +103,9 @@ class ContentLimits:
     """What one session's content store accepts; going past a limit is a tool error naming it."""
 
     max_items: int = attrs.field(default=1_000, validator=_positive_int)
-    """Items one store may hold (there is no delete: the store empties when its TTL expires)."""
+    """Items one store may hold.
+
+    There is no delete: items go only with the session's state (see the module docstring)."""
     max_item_bytes: int = attrs.field(default=_MIB, validator=_positive_int)
     """Bytes of one item's content, in UTF-8."""
     max_store_bytes: int = attrs.field(default=16 * _MIB, validator=_positive_int)
