@@ -33,6 +33,11 @@ __all__ = ["Caller", "NoSessionError", "TenantError", "in_tenant"]
 class TenantError(ContextError):
     """A caller bound to a tenant named a session outside it."""
 
+    def __init__(self, message: str, context: ToolContext | None = None) -> None:
+        super().__init__(message)
+        self.context = context
+        """The context the call named, for the log line that reports the refusal."""
+
 
 class NoSessionError(ContextError):
     """A call named no session where a default one would be shared between clients."""
@@ -87,4 +92,4 @@ class Caller:
                 f"session {context.session_id!r} is outside tenant {tenant!r} of this token; "
                 f"name a session {tenant!r} or {tenant + TENANT_SEPARATOR + '…'!r}"
             )
-            raise TenantError(msg)
+            raise TenantError(msg, context)

@@ -1,7 +1,10 @@
-"""Helpers for the MCP tests: servers in subprocesses, and the official SDK client as the peer.
+"""Helpers for the MCP tests: servers in subprocesses or in process, the SDK client as the peer.
 
 Every helper that starts a process stops it on the way out (kill, then
 wait), whatever happened in the test. Servers listen on 127.0.0.1 only.
+`in_process_http` runs the HTTP server's ASGI app (gate, SDK app, runtime) in
+the test's own trio run, reached through httpx2's ASGI transport: no socket,
+no process, and the test can read the runtime's statistics.
 """
 
 from __future__ import annotations
@@ -15,11 +18,16 @@ import tempfile
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
+import httpx2
 import trio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from actors import open_runtime
+from actors.server import MCP_PATH, http_app
+from actors.server._options import build_modules
+from actors.server._serve import _adapter as serve_adapter
 from protocol import SERVICE_INFO_META_KEY
 
 if TYPE_CHECKING:
@@ -27,6 +35,9 @@ if TYPE_CHECKING:
     from typing import IO
 
     from mcp import types
+
+    from actors import Runtime
+    from actors.server import ServeOptions
 
 Era = Literal["legacy", "modern"]
 """The protocol era a client opens with: the initialize handshake, or 2026-07-28's discover."""
@@ -236,11 +247,13 @@ class HttpServer:
 
     @asynccontextmanager
     async def session(
-        self, token: str | None = None, era: Era = "legacy"
+        self,
+        token: str | None = None,
+        era: Era = "legacy",
+        headers: Mapping[str, str] | None = None,
     ) -> AsyncIterator[ClientSession]:
         """An SDK ClientSession over Streamable HTTP, with `token` as its bearer token."""
-        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-        async with create_mcp_http_client(headers=headers) as http:
+        async with create_mcp_http_client(headers={**bearer(token), **(headers or {})}) as http:
             async with streamable_http_client(self.url, http_client=http) as (read, write):
                 async with ClientSession(read, write) as session:
                     yield await open_session(session, era)
@@ -259,3 +272,84 @@ async def http_server(*args: str) -> AsyncIterator[HttpServer]:
             yield HttpServer(process, log, match.group(1))
         finally:
             await _stop(process)
+
+
+@asynccontextmanager
+async def asgi_lifespan(app: Any) -> AsyncIterator[None]:
+    """Run the ASGI lifespan protocol around the block (it starts the SDK's session manager)."""
+    to_app, app_inbox = trio.open_memory_channel[dict[str, Any]](1)
+    from_app, outbox = trio.open_memory_channel[dict[str, Any]](1)
+    async with trio.open_nursery() as nursery:
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+        nursery.start_soon(app, scope, app_inbox.receive, from_app.send)
+        await to_app.send({"type": "lifespan.startup"})
+        assert (await outbox.receive())["type"] == "lifespan.startup.complete"
+        try:
+            yield
+        finally:
+            await to_app.send({"type": "lifespan.shutdown"})
+            assert (await outbox.receive())["type"] == "lifespan.shutdown.complete"
+
+
+class InProcessHttp:
+    """``serve --http``'s app and runtime in this process; clients reach it with no socket.
+
+    httpx2's ASGI transport hands each request to the app in the client's own
+    task and gives the response back once it is complete, so a client's GET
+    stream (server-to-client messages) waits until its session ends: enough
+    for requests and replies, which is all these tests exchange.
+    """
+
+    BASE_URL = "http://127.0.0.1"
+    URL = BASE_URL + MCP_PATH
+
+    def __init__(self, app: Any, runtime: Runtime) -> None:
+        self.app = app
+        self.runtime = runtime
+
+    def calls(self) -> int:
+        """How many calls have reached the runtime."""
+        return self.runtime.statistics().calls
+
+    @asynccontextmanager
+    async def http(
+        self, token: str | None = None, headers: Mapping[str, str] | None = None
+    ) -> AsyncIterator[httpx2.AsyncClient]:
+        """An HTTP client for raw requests, with `token` as its bearer token."""
+        sent = {**bearer(token), **(headers or {})}
+        transport = httpx2.ASGITransport(app=self.app)
+        async with httpx2.AsyncClient(
+            transport=transport, base_url=self.BASE_URL, headers=sent
+        ) as client:
+            yield client
+
+    @asynccontextmanager
+    async def session(
+        self,
+        token: str | None = None,
+        era: Era = "legacy",
+        headers: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[ClientSession]:
+        """An SDK ClientSession over Streamable HTTP, with `token` as its bearer token."""
+        async with self.http(token, headers) as http:
+            async with streamable_http_client(self.URL, http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    yield await open_session(session, era)
+
+
+def bearer(token: str | None) -> dict[str, str]:
+    """The Authorization header that carries `token`, or none."""
+    return {} if token is None else {"Authorization": f"Bearer {token}"}
+
+
+@asynccontextmanager
+async def in_process_http(options: ServeOptions) -> AsyncIterator[InProcessHttp]:
+    """The app `serve` would serve for `options` (``options.http`` set), its lifespan running.
+
+    The runtime has no store: what these tests check happens before state is kept.
+    """
+    assert options.http is not None, "in_process_http serves HTTP options only"
+    async with open_runtime(build_modules(options), options.runtime) as runtime:
+        app = http_app(serve_adapter(runtime, options), options)
+        async with asgi_lifespan(app):
+            yield InProcessHttp(app, runtime)

@@ -1,32 +1,30 @@
 """``serve --http`` under hostile traffic: refusal floods, session hoarding, malformed JSON-RPC.
 
 The rules live in `actors.server._gate` and `actors.server._jsonrpc`. The
-servers here are real: subprocesses for what hypercorn does on the wire, and
-the ASGI app in process, driven by a mock clock, where idle time matters.
+servers here are real: a subprocess for what hypercorn does on the wire, and
+otherwise the ASGI app in process, driven by a mock clock where idle time matters.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from contextlib import asynccontextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import httpx2
 import pytest
 import trio
 import trio.testing
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 
-from actors import open_runtime
-from actors.server import MCP_PATH, McpAdapter, ServeOptions, http_app
-from actors.server._http import identify_http_caller
-from actors.server._options import build_modules
+from actors.server import MCP_PATH, ServeOptions
+from actors.server._gate import DEFAULT_MAX_SESSIONS_PER_TOKEN
 
-from ._mcp_helpers import http_server, initialize_request
+from ._mcp_helpers import bearer, http_server, in_process_http, initialize_request
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
+
+    import httpx2
 
 # The SDK client's SSE reader leaves httpx2's response generators unexhausted when a
 # session closes, and trio's finalizer warns about each one: client-side noise.
@@ -145,12 +143,15 @@ class InProcess:
 
 
 def _headers(token: str | None) -> dict[str, str]:
-    return ACCEPT if token is None else {**ACCEPT, "Authorization": f"Bearer {token}"}
+    return {**ACCEPT, **bearer(token)}
 
 
 @asynccontextmanager
 async def in_process(
-    tokens: Mapping[str, str | None], *, limit: int, idle: float = 600.0
+    tokens: Mapping[str, str | None],
+    *,
+    limit: int = DEFAULT_MAX_SESSIONS_PER_TOKEN,
+    idle: float = 600.0,
 ) -> AsyncIterator[InProcess]:
     """The app with `tokens`, `limit` sessions per token and an `idle` timeout, started."""
     options = ServeOptions(
@@ -159,33 +160,8 @@ async def in_process(
         max_sessions_per_token=limit,
         session_idle_timeout=idle,
     )
-    async with open_runtime(build_modules(options)) as runtime:
-        identify = functools.partial(identify_http_caller, token_required=bool(tokens))
-        adapter = McpAdapter(runtime, identify=identify)
-        app = http_app(adapter, options)
-        async with _lifespan(app):
-            transport = httpx2.ASGITransport(app=app)
-            async with httpx2.AsyncClient(
-                transport=transport, base_url="http://127.0.0.1"
-            ) as client:
-                yield InProcess(client)
-
-
-@asynccontextmanager
-async def _lifespan(app: Any) -> AsyncIterator[None]:
-    """Run the ASGI lifespan protocol around the block (it starts the SDK's session manager)."""
-    to_app, app_inbox = trio.open_memory_channel[dict[str, Any]](1)
-    from_app, outbox = trio.open_memory_channel[dict[str, Any]](1)
-    async with trio.open_nursery() as nursery:
-        scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
-        nursery.start_soon(app, scope, app_inbox.receive, from_app.send)
-        await to_app.send({"type": "lifespan.startup"})
-        assert (await outbox.receive())["type"] == "lifespan.startup.complete"
-        try:
-            yield
-        finally:
-            await to_app.send({"type": "lifespan.shutdown"})
-            assert (await outbox.receive())["type"] == "lifespan.shutdown.complete"
+    async with in_process_http(options) as server, server.http() as client:
+        yield InProcess(client)
 
 
 def session_of(response: httpx2.Response) -> str:
@@ -293,17 +269,12 @@ class TestSessionsPerToken:
 
 
 async def test_the_default_limit_is_100_sessions_per_token() -> None:
-    """A real server: alpha's 101st session is refused, beta still gets in."""
-    tokens = ("--token", f"{ALPHA}=alpha", "--token", f"{BETA}=beta")
-    async with http_server(*tokens) as server, httpx2.AsyncClient() as http:
-
-        async def open_one(token: str) -> int:
-            response = await http.post(server.url, json=INITIALIZE, headers=_headers(token))
-            return response.status_code
-
-        opened = [await open_one(ALPHA) for _ in range(100)]
-        refused = await open_one(ALPHA)
-        beta = await open_one(BETA)
+    """With serve's defaults (--max-sessions-per-token's too), alpha's 101st session is refused."""
+    assert DEFAULT_MAX_SESSIONS_PER_TOKEN == ServeOptions().max_sessions_per_token == 100
+    async with in_process({ALPHA: "alpha", BETA: "beta"}) as app:
+        opened = [(await app.open(ALPHA)).status_code for _ in range(100)]
+        refused = await app.open(ALPHA)
+        beta = await app.open(BETA)
     assert opened == [200] * 100
-    assert refused == 429
-    assert beta == 200
+    assert refused.status_code == 429
+    assert beta.status_code == 200

@@ -215,13 +215,18 @@ class SessionTable:
         return True
 
     def unreserve(self, principal: str) -> None:
-        """The request that held a place has ended (its session, if any, is in the table)."""
+        """The request that held a place has ended without opening a session."""
         self._opening[principal] -= 1
         if not self._opening[principal]:
             del self._opening[principal]
 
     def opened(self, session_id: str, principal: str, version: str, path: str) -> None:
-        """A response to a request at `path` named the new session `session_id`, still in flight."""
+        """A response to a request at `path` named the new session `session_id`, still in flight.
+
+        The place the request held becomes the session's, in one step: counted
+        twice for a moment, it would refuse another opening one below the limit.
+        """
+        self.unreserve(principal)
         self._sessions[session_id] = _Session(principal, version, path)
         self._by_principal.setdefault(principal, set()).add(session_id)
 
@@ -490,8 +495,9 @@ class Gate:
         try:
             await self._app(scope, receive, watch)
         finally:
-            self._sessions.unreserve(principal)
-            if opened is not None:
+            if opened is None:
+                self._sessions.unreserve(principal)
+            else:
                 self._sessions.leave(opened, status=200, deleted=False)
 
     async def _batch(self, scope: Scope, elements: list[Any], receive: Receive, send: Send) -> None:

@@ -104,6 +104,8 @@ def origin_allowed(origin: str, extra: frozenset[str]) -> bool:
     """Whether a browser `origin` may call: a loopback http(s) origin, or one of `extra`."""
     if origin in extra:
         return True
+    if any(not character.isprintable() or character.isspace() for character in origin):
+        return False  # urlsplit drops tabs and newlines: "local\thost" would read as localhost
     parts = urllib.parse.urlsplit(origin)
     try:
         parts.port  # noqa: B018 -- raises ValueError for a malformed port
@@ -115,7 +117,8 @@ def origin_allowed(origin: str, extra: frozenset[str]) -> bool:
     return (
         parts.scheme in ("http", "https")
         and bracketed in LOOPBACK_NAMES
-        and not (parts.path or parts.query or parts.fragment or parts.username)
+        and "@" not in parts.netloc  # any userinfo, an empty one too
+        and not (parts.path or parts.query or parts.fragment)
     )
 
 

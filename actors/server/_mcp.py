@@ -337,6 +337,8 @@ class McpAdapter:
             result = await self._runtime.run(prepared)
         except (ProtocolError, RuntimeCallError) as exc:
             attempt.outcome = _outcome_of(exc)
+            if isinstance(exc, TenantError):
+                attempt.context = exc.context  # which session the caller reached for
             return _Report(CallResult.error(str(exc)).stamped(tool.service))
         attempt.outcome = "tool_error" if result.is_error else "ok"
         return _Report(result)
