@@ -4,8 +4,13 @@ async with open_runtime([planning]) as runtime:
     result = await runtime.call_tool(
         "planning__create_goal", {"goal": "Learn Rust", "__sessionId": "s1"}
     )
+
+From asyncio, `open_asyncio_runtime` (trio in guest mode on the loop); from
+synchronous code, `open_blocking_runtime` (trio in a thread of its own).
 """
 
+from ._blocking import BlockingRuntime as BlockingRuntime
+from ._blocking import open_blocking_runtime as open_blocking_runtime
 from ._durable import Durable as Durable
 from ._durable import StateLoadError as StateLoadError
 from ._errors import ActorCrashedError as ActorCrashedError
@@ -17,6 +22,8 @@ from ._errors import RuntimeClosedError as RuntimeClosedError
 from ._errors import SessionEndingError as SessionEndingError
 from ._errors import ToolError as ToolError
 from ._errors import UnknownToolError as UnknownToolError
+from ._guest import AsyncioRuntime as AsyncioRuntime
+from ._guest import open_asyncio_runtime as open_asyncio_runtime
 from ._module import Tool as Tool
 from ._module import ToolModule as ToolModule
 from ._prepare import PreparedCall as PreparedCall

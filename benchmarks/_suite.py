@@ -13,6 +13,7 @@ from ._activation import run_activation
 from ._call_path import run_call_path
 from ._churn import run_churn
 from ._durable import run_durable
+from ._embedding import run_embedding
 from ._isolation import run_isolation
 from ._measure import Progress
 from ._memory import run_memory
@@ -102,6 +103,22 @@ class Sizes:
     """durable: the peer's concurrent callers."""
     fastmcp_appends: int
     """durable: appends per caller to the peer's one shared session, per round."""
+    embedding_keys: int
+    """embedding: keys the handles' calls spread over."""
+    embedding_calls: int
+    """embedding: calls per host per batch (with one caller, many callers, one thread, many)."""
+    embedding_callers: int
+    """embedding: concurrent callers with many (native trio and the asyncio handle)."""
+    embedding_threads: int
+    """embedding: calling threads with many (the blocking handle)."""
+    embedding_http_sessions: int
+    """embedding: sessions the FastAPI example's requests spread over (one goal each)."""
+    embedding_http_light_requests: int
+    """embedding: requests per batch with one client."""
+    embedding_http_requests: int
+    """embedding: requests per batch with many clients."""
+    embedding_http_clients: int
+    """embedding: concurrent clients with many."""
 
 
 TINY: Final = Sizes(
@@ -142,6 +159,14 @@ TINY: Final = Sizes(
     fastmcp_calls=20,
     fastmcp_callers=5,
     fastmcp_appends=2,
+    embedding_keys=10,
+    embedding_calls=100,
+    embedding_callers=10,
+    embedding_threads=4,
+    embedding_http_sessions=5,
+    embedding_http_light_requests=10,
+    embedding_http_requests=40,
+    embedding_http_clients=5,
 )
 QUICK: Final = Sizes(
     name="quick",
@@ -181,6 +206,14 @@ QUICK: Final = Sizes(
     fastmcp_calls=300,
     fastmcp_callers=50,
     fastmcp_appends=4,
+    embedding_keys=100,
+    embedding_calls=3_000,
+    embedding_callers=100,
+    embedding_threads=8,
+    embedding_http_sessions=100,
+    embedding_http_light_requests=300,
+    embedding_http_requests=2_000,
+    embedding_http_clients=100,
 )
 FULL: Final = Sizes(
     name="full",
@@ -220,6 +253,14 @@ FULL: Final = Sizes(
     fastmcp_calls=1_000,
     fastmcp_callers=50,
     fastmcp_appends=10,
+    embedding_keys=1_000,
+    embedding_calls=10_000,
+    embedding_callers=100,
+    embedding_threads=16,
+    embedding_http_sessions=1_000,
+    embedding_http_light_requests=1_000,
+    embedding_http_requests=10_000,
+    embedding_http_clients=100,
 )
 PRESETS: Final = {sizes.name: sizes for sizes in (TINY, QUICK, FULL)}
 """The sizes by name: ``tiny`` (the tests), ``quick`` (the default), ``full``."""
@@ -235,6 +276,7 @@ SCENARIOS: Final[Mapping[str, Scenario]] = {
     "isolation": run_isolation,
     "mcp": run_over_mcp,
     "durable": run_durable,
+    "embedding": run_embedding,
     "peers": run_peers,
 }
 """Every scenario by name, in the order a full run takes them."""

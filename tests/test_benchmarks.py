@@ -6,12 +6,17 @@ report's shape and the correctness counters, which must hold at any size.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import importlib.util
 import io
 import json
 import math
+import signal
+import subprocess
 import sys
+import tempfile
+import threading
 from typing import TYPE_CHECKING
 
 import attrs
@@ -20,6 +25,7 @@ import pytest
 from actors import ArgumentsError, RuntimeConfig, open_runtime
 from actors.store import open_store
 from benchmarks import PRESETS, SCENARIOS, Figure, Report, run_suite
+from benchmarks import _embedding as embedding
 from benchmarks import _fastmcp_peer as fastmcp_peer
 from benchmarks.__main__ import main
 from benchmarks._baselines import HandlersDirect, bench_module
@@ -36,6 +42,7 @@ FIELDS = ("scenario", "name", "value", "unit", "target", "meets")
 PEERS_INSTALLED = any(importlib.util.find_spec(peer) for peer in ("ray", "pykka"))
 FASTMCP_INSTALLED = fastmcp_peer.find_fastmcp() is not None
 DURABLE_DESIGNS = ("memory", "memory store", "SQLite")
+EXAMPLE_RUNS = embedding._missing_example() is None
 
 
 @pytest.fixture(scope="module")
@@ -335,6 +342,165 @@ class TestFastmcpPeer:
         ]
         assert len(ours) == 4
         assert all(f.value == 0 and f.meets for f in ours)
+
+
+def embedding_figures(report: Report) -> dict[str, Figure]:
+    """The embedding scenario's figures by name."""
+    return {f.name: f for f in report.figures if f.scenario == "embedding"}
+
+
+class TestEmbedding:
+    def test_native_and_both_handles_report_calls_and_latency(self, report: Report) -> None:
+        """Native trio and the asyncio handle with one caller and many, the blocking handle
+        from one thread and several: calls/s and p50 of each, from every round."""
+        tiny = PRESETS["tiny"]
+        found = embedding_figures(report)
+        keys = f"keys={tiny.embedding_keys}"
+        hosts = [
+            (design, f"callers={n}")
+            for design in (embedding.NATIVE, embedding.HANDLE)
+            for n in (1, tiny.embedding_callers)
+        ]
+        hosts += [(embedding.BLOCKING, f"threads={n}") for n in (1, tiny.embedding_threads)]
+        for design, where in hosts:
+            for what in ("calls/s", "p50"):
+                fig = found[f"{design} {what}, {keys}, {where}"]
+                assert fig.value > 0
+                assert fig.rounds == tiny.rounds
+
+    def test_the_handle_ratio_is_judged_with_many_callers_only(self, report: Report) -> None:
+        """asyncio handle / native has the 0.5x target with many callers; with one, no target."""
+        tiny = PRESETS["tiny"]
+        found = embedding_figures(report)
+        ratio = f"{embedding.HANDLE} / {embedding.NATIVE}, keys={tiny.embedding_keys}"
+        one, many = (
+            found[f"{ratio}, callers=1"],
+            found[f"{ratio}, callers={tiny.embedding_callers}"],
+        )
+        assert one.target is None
+        assert math.isfinite(one.value)
+        assert one.value > 0
+        assert many.target == "≥ 0.5x"
+        assert isinstance(many.meets, bool)
+        assert many.rounds == tiny.rounds  # paired round by round
+
+    def test_without_fastapi_the_example_is_skipped_with_the_install_command(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Missing FastAPI and uvicorn: the handles are measured, the example only says how."""
+        monkeypatch.setattr(importlib.util, "find_spec", lambda _name: None)
+        result = embedding.run_embedding(PRESETS["tiny"], lambda _line: None)
+        assert any(f.name.startswith(embedding.HANDLE) for f in result.figures)
+        assert not any(f.name.startswith(embedding.REQUESTS) for f in result.figures)
+        (note,) = [note for note in result.notes if "FastAPI example skipped" in note]
+        assert "fastapi and uvicorn are not installed" in note
+        assert embedding.EXAMPLES_HINT in note
+
+    @pytest.mark.skipif(not EXAMPLE_RUNS, reason="needs examples/fastapi_service.py and FastAPI")
+    def test_the_fastapi_example_answers_every_request(self, report: Report) -> None:
+        """Requests/s with one client and many, no failed request, the runtime's share."""
+        tiny = PRESETS["tiny"]
+        found = embedding_figures(report)
+        sessions = f"GET goals, sessions={tiny.embedding_http_sessions}"
+        for clients in (1, tiny.embedding_http_clients):
+            assert (
+                found[f"{embedding.REQUESTS} requests/s, {sessions}, clients={clients}"].value > 0
+            )
+        failed = found[f"{embedding.REQUESTS} failed requests"]
+        assert failed.value == 0
+        assert failed.meets
+        shares = [fig for name, fig in found.items() if name.startswith("the runtime's share")]
+        assert len(shares) == 2
+        assert all(math.isfinite(fig.value) and fig.value > 0 for fig in shares)
+
+
+def _python(code: str, log: object) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=log)
+
+
+class TestEmbeddingServerProcess:
+    def test_the_url_is_read_from_the_servers_log(self) -> None:
+        """The port uvicorn picked is the one it logs."""
+        line = "print('INFO: Uvicorn running on http://127.0.0.1:43125 (Press CTRL+C to quit)')"
+        with tempfile.TemporaryFile() as log:
+            process = _python(f"{line}; import time; time.sleep(60)", log)
+            try:
+                assert embedding._listening(process, log) == "http://127.0.0.1:43125"
+            finally:
+                embedding._stop(process)
+            assert process.returncode == -signal.SIGINT
+
+    def test_a_server_that_exits_before_listening_is_reported_with_its_log(self) -> None:
+        """No port in the log and the process gone: an error with its exit code and output."""
+        with tempfile.TemporaryFile() as log:
+            process = _python("import sys; sys.exit('ImportError: no module fastapi')", log)
+            output = r"its output:\nImportError: no module"
+            try:
+                with pytest.raises(
+                    RuntimeError, match=rf"exited \(exit code 1\) before listening; {output}"
+                ):
+                    embedding._listening(process, log)
+            finally:
+                embedding._stop(process)
+            assert process.returncode == 1
+
+    def test_a_server_that_ignores_ctrl_c_is_killed_and_reaped(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """SIGINT first; a server still running after the grace period is killed, then reaped."""
+        monkeypatch.setattr(embedding, "_STOP_TIMEOUT", 0.2)
+        code = (
+            "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+            "print('ready', flush=True); time.sleep(60)"
+        )
+        process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline() == b"ready\n"  # SIGINT is ignored from here on
+            embedding._stop(process)
+            assert process.returncode == -signal.SIGKILL
+        finally:
+            process.kill()
+            process.wait()
+            assert process.stdout is not None
+            process.stdout.close()
+
+
+class TestEmbeddingDrivers:
+    def test_the_asyncio_driver_times_every_call(self) -> None:
+        """Every key is called once from asyncio tasks, and each call has a latency."""
+        seen: list[int] = []
+
+        async def call(index: int) -> None:
+            await asyncio.sleep(0)
+            seen.append(index)
+
+        batch = asyncio.run(embedding._drive_asyncio(call, range(10), 3))
+        assert sorted(seen) == list(range(10))
+        assert batch.calls == len(batch.latencies) == 10
+        assert all(latency > 0 for latency in batch.latencies)
+
+    def test_the_thread_driver_calls_from_that_many_threads(self) -> None:
+        """Every key is called once, spread over the requested number of threads."""
+        seen: dict[int, int] = {}
+
+        def call(index: int) -> None:
+            seen[index] = threading.get_ident()
+
+        batch = embedding._drive_threads(call, range(10), 3)
+        assert sorted(seen) == list(range(10))
+        assert len(set(seen.values())) == 3
+        assert batch.calls == len(batch.latencies) == 10
+
+    def test_a_failed_call_fails_the_thread_batch(self) -> None:
+        """An exception in a calling thread is raised by the batch, not lost in the thread."""
+
+        def call(index: int) -> None:
+            if index == 5:
+                raise ValueError("boom")
+
+        with pytest.raises(ValueError, match=r"^boom$"):
+            embedding._drive_threads(call, range(10), 3)
 
 
 class TestMeasuringLoop:

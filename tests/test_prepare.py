@@ -6,6 +6,7 @@ prepare calls here, so these rules hold for every way in.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -15,6 +16,8 @@ from actors import (
     Registry,
     ToolModule,
     UnknownToolError,
+    open_asyncio_runtime,
+    open_blocking_runtime,
     open_runtime,
     prepare_call,
 )
@@ -157,3 +160,24 @@ class TestRuntimeCaller:
             result = await runtime.run(prepared)
         assert not result.is_error
         assert "two-step" in result.first_text
+
+
+class TestHostsTakeACaller:
+    def test_the_asyncio_handle(self) -> None:
+        async def scenario() -> str:
+            async with open_asyncio_runtime([planning]) as runtime:
+                with pytest.raises(TenantError):
+                    await runtime.call(create(sessionId="beta/s"), caller=ALPHA)
+                await runtime.call_tool("planning__create_goal", {"goal": "mine"}, caller=ALPHA)
+                listed = await runtime.call_tool("list_goals", meta={"sessionId": "alpha/default"})
+            return listed.first_text
+
+        assert "mine" in asyncio.run(scenario())
+
+    def test_the_blocking_handle(self) -> None:
+        with open_blocking_runtime([planning]) as runtime:
+            with pytest.raises(TenantError):
+                runtime.call(create(sessionId="beta/s"), caller=ALPHA)
+            runtime.call_tool("planning__create_goal", {"goal": "mine"}, caller=ALPHA)
+            listed = runtime.call_tool("list_goals", meta={"sessionId": "alpha/default"})
+        assert "mine" in listed.first_text

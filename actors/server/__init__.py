@@ -10,6 +10,7 @@ or ``await serve(options)`` inside trio; from a shell, ``python -m actors serve`
 (`main`) with the same options.
 """
 
+from ._asgi import McpEndpoint as McpEndpoint
 from ._cli import MIN_TOKEN_LENGTH as MIN_TOKEN_LENGTH
 from ._cli import configure_logging as configure_logging
 from ._cli import main as main

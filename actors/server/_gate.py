@@ -40,6 +40,7 @@ from collections import Counter
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Final, final
 
+import anyio
 import attrs
 import pydantic_core
 import trio
@@ -134,7 +135,7 @@ class RefusalLog:
     def refused(self, kind: str, detail: str = "") -> None:
         """Note one refusal of `kind` (``"a request without a valid bearer token"``)."""
         tally = self._kinds.setdefault(kind, _Tally())
-        now = trio.current_time()
+        now = anyio.current_time()
         if now < tally.quiet_until:
             tally.held += 1
             return
@@ -244,7 +245,7 @@ class SessionTable:
         if session is None:
             return
         session.in_flight -= 1
-        session.idle_since = trio.current_time()
+        session.idle_since = anyio.current_time()
         if status == 404 or (deleted and status is not None and status < 300):
             self._forget(session_id)
 
@@ -254,7 +255,7 @@ class SessionTable:
         return session.version if session is not None and session.principal == principal else None
 
     def _expire(self, principal: str) -> None:
-        now = trio.current_time()
+        now = anyio.current_time()
         for session_id in list(self._by_principal.get(principal, ())):
             session = self._sessions[session_id]
             if not session.in_flight and now - session.idle_since >= self.idle_timeout:
@@ -536,7 +537,7 @@ class Gate:
     ) -> list[dict[str, Any]]:
         """Send each message to the SDK as a request of its own, at once; the replies."""
         replies: list[dict[str, Any]] = []
-        left = trio.Event()
+        left = anyio.Event()
 
         async def watch_disconnect() -> None:
             while (await receive())["type"] != "http.disconnect":
@@ -556,12 +557,12 @@ class Gate:
             if isinstance(message, types.JSONRPCRequest):
                 replies.append(_reply_for(message.id, answered))
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch_disconnect)
-            async with trio.open_nursery() as requests:
+        async with anyio.create_task_group() as watcher:
+            watcher.start_soon(watch_disconnect)
+            async with anyio.create_task_group() as requests:
                 for message in messages:
                     requests.start_soon(one, message)
-            nursery.cancel_scope.cancel()
+            watcher.cancel_scope.cancel()
         return replies
 
     async def _check_headers(self, scope: Scope) -> Response | None:

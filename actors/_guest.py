@@ -1,0 +1,401 @@
+"""Running the trio runtime inside an asyncio program: trio's guest mode.
+
+How it runs
+-----------
+`open_asyncio_runtime` starts a trio run in *guest mode* on the running asyncio
+loop (`trio.lowlevel.start_guest_run`): trio's scheduler runs in callbacks on
+the loop's own thread ("guest ticks"), and only its wait for I/O happens in a
+worker thread. No thread per call, and trio code and asyncio code never run
+at the same time. The trio run opens the store and the runtime
+(`open_hosted_runtime`), hands the runtime over, and waits to be stopped.
+
+How a call crosses
+------------------
+The asyncio side must not drive trio directly: outside a guest tick no trio
+task is running, and a trio task woken from outside would not run until
+trio's I/O wait happened to return. It enters through
+`TrioToken.run_sync_soon`, which also wakes that wait. Each call is queued in
+a deque, and one drain is scheduled while one is pending: a burst of 100
+callers costs one wake-up, not 100. The drain starts one trio task per call,
+in a nursery of the guest run, which runs the call on the runtime and settles
+the call's asyncio Future. Asyncio futures are not thread-safe, but guest
+ticks run on the loop's thread (start_guest_run's ``run_sync_soon_*`` are the
+loop's ``call_soon*``), so settling them there is safe. Results and
+exceptions are the runtime's own objects.
+
+A call is prepared (`Runtime.prepare`) on the asyncio side, so bad input is
+refused at once, and its key is known before it crosses. That key keeps a
+key's calls in the order asyncio made them: trio runs the tasks started in
+one pass in either order (it reverses each batch half the time), so a call
+whose key already has a call not yet routed is not started with the others:
+that predecessor starts it just before routing itself, and a task started
+then runs only after the predecessor's call is in the mailbox.
+
+Cancellation
+------------
+The runtime's semantics, unchanged: an asyncio caller cancelled while its
+call is still queued (in the bridge, or in the key's mailbox) withdraws it;
+cancelled after the handler started, the handler runs to completion and the
+reply is dropped. The bridge cancels the call's trio task (through the same
+queue) and `Runtime.run` does the rest, as for a cancelled trio caller. A
+call whose trio task ends without a reply, or that reaches a run that is
+ending (it crashed), gets RuntimeClosedError: never a hang.
+
+Shutdown
+--------
+Leaving the block stops the runtime as `open_runtime`'s block does (accepted
+calls finish within ``shutdown_grace``, the rest get RuntimeClosedError, every
+``on_stop`` runs) and waits for the trio run to end, even when the task
+holding the block is cancelled (see `_Guest.close`). Trio allows one run per
+thread: tasks share one handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import threading
+from collections import deque
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
+
+import attrs
+import trio
+
+from ._blocking import open_hosted_runtime, raise_run_error
+from ._errors import RuntimeClosedError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+
+    import outcome
+
+    from protocol import Caller, CallResult
+
+    from ._module import ToolModule
+    from ._prepare import PreparedCall, Route
+    from ._registry import Registry
+    from ._runtime import ActorInfo, Runtime, RuntimeConfig, RuntimeStatistics
+
+__all__ = ["AsyncioRuntime", "open_asyncio_runtime"]
+
+T = TypeVar("T")
+
+
+@attrs.define(eq=False)
+class _Call(Generic[T]):
+    """One call from asyncio: the trio work to run, and the Future its caller awaits."""
+
+    work: Callable[[], Awaitable[T]]
+    future: asyncio.Future[T]
+    route: Route | None  # its actor's key, for the order of a key's calls
+    successor: _Call[Any] | None = None  # the key's next call, started by this one
+    scope: trio.CancelScope | None = None  # set when its trio task is started
+    finished: bool = False  # its trio task has ended
+
+
+@attrs.define(eq=False)
+class _Guest:
+    """The bridge: both sides of one guest run, touched only on the loop's thread."""
+
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
+    opened: asyncio.Future[Runtime | None]  # the runtime, or None if the run ended first
+    ended: asyncio.Future[outcome.Outcome[None]]
+    token: trio.lowlevel.TrioToken | None = None
+    stop: trio.Event = attrs.field(factory=trio.Event)
+    queue: deque[_Call[Any]] = attrs.field(factory=deque)  # to start, or to cancel
+    drain_pending: bool = False
+    unrouted: dict[Route, _Call[Any]] = attrs.field(factory=dict)  # newest not yet routed
+    calls: trio.Nursery | None = None  # where drains start call tasks, while they may
+    closed: str | None = None  # why calls are refused, once they are
+
+    @classmethod
+    def start(
+        cls, modules: Iterable[ToolModule[Any]], config: RuntimeConfig | None, state: str | None
+    ) -> _Guest:
+        loop = asyncio.get_running_loop()
+        if trio.lowlevel.in_trio_run():
+            msg = (
+                "a trio run is already active in this thread (another open_asyncio_runtime "
+                "block?); trio allows one per thread, so share the one AsyncioRuntime handle "
+                "between the tasks that need it"
+            )
+            raise RuntimeError(msg)
+        guest = cls(loop, threading.current_thread(), loop.create_future(), loop.create_future())
+        trio.lowlevel.start_guest_run(
+            guest._main,
+            modules,
+            config,
+            state,
+            run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+            run_sync_soon_not_threadsafe=loop.call_soon,
+            done_callback=guest._done,
+            # asyncio's signal handling relies on signal.set_wakeup_fd: let it keep it.
+            host_uses_signal_set_wakeup_fd=True,
+        )
+        # Documented to work once start_guest_run has returned.
+        guest.token = trio.lowlevel.current_trio_token()
+        return guest
+
+    # ---- the trio side (guest ticks) -----------------------------------------
+
+    async def _main(
+        self, modules: Iterable[ToolModule[Any]], config: RuntimeConfig | None, state: str | None
+    ) -> None:
+        async with (
+            open_hosted_runtime(modules, config, state) as runtime,
+            trio.open_nursery() as calls,
+        ):
+            self.calls = calls
+            try:
+                if not self.opened.done():  # not when the opener was cancelled
+                    self.opened.set_result(runtime)
+                await self.stop.wait()
+                # Settle every accepted call before the nursery waits for the call
+                # tasks: accepted calls finish within shutdown_grace, the rest get
+                # RuntimeClosedError, and calls not yet accepted are refused at once.
+                # Without this, one handler that never returns would hold the exit.
+                await runtime.aclose()
+            finally:
+                # Once this body ends, the nursery closes as soon as its last call
+                # task does; drains must no longer start tasks in it (call tasks
+                # still start their successors there: while one runs, it is open).
+                self.calls = None
+
+    def _drain(self) -> None:
+        """Start the queued calls' trio tasks, and cancel those whose callers went away."""
+        self.drain_pending = False
+        queue = self.queue
+        while queue:
+            call = queue.popleft()
+            if call.scope is not None:
+                call.scope.cancel()  # queued again: its asyncio caller was cancelled
+            elif call.future.done():
+                continue  # cancelled before it reached trio: withdrawn, never sent
+            elif self.calls is None:
+                _refuse(call)
+            elif call.route is None:
+                self._start(call, self.calls)
+            else:
+                predecessor = self.unrouted.get(call.route)
+                self.unrouted[call.route] = call
+                if predecessor is None:
+                    self._start(call, self.calls)
+                else:
+                    predecessor.successor = call  # see "How a call crosses"
+
+    def _start(self, call: _Call[Any], calls: trio.Nursery) -> None:
+        call.scope = trio.CancelScope()
+        calls.start_soon(self._serve, call, calls)
+
+    async def _serve(self, call: _Call[Any], calls: trio.Nursery) -> None:
+        future = call.future
+        try:
+            # Nothing from here to the routing inside call.work() yields, so the
+            # successor started here runs after this call is in the key's mailbox.
+            if call.route is not None and self.unrouted.get(call.route) is call:
+                del self.unrouted[call.route]
+            if call.successor is not None:
+                self._start(call.successor, calls)
+                call.successor = None
+            if future.done():
+                return  # its caller was cancelled before this task ran: never sent
+            assert call.scope is not None
+            with call.scope:
+                result = await call.work()
+                if not future.done():  # else the caller went away: the reply is dropped
+                    future.set_result(result)
+        except Exception as exc:
+            if not future.done():
+                future.set_exception(exc)
+        finally:
+            call.finished = True
+            if not future.done():
+                # Neither a reply nor a withdrawal: the trio run is being torn down.
+                msg = "the runtime's trio run ended before this call completed"
+                future.set_exception(RuntimeClosedError(msg))
+
+    def _done(self, result: outcome.Outcome[None]) -> None:
+        if self.closed is None:  # the run ended without being asked to: it crashed
+            self.closed = "its trio run ended unexpectedly (leaving the block raises why)"
+        if not self.opened.done():
+            self.opened.set_result(None)
+        self.ended.set_result(result)
+
+    # ---- the asyncio side ----------------------------------------------------
+
+    def check_thread(self) -> None:
+        if threading.current_thread() is not self.thread:
+            msg = (
+                "AsyncioRuntime was used outside the thread of the event loop that opened it; "
+                "from another thread, submit the call to that loop with "
+                "asyncio.run_coroutine_threadsafe(runtime.call(...), loop)"
+            )
+            raise RuntimeError(msg)
+
+    def check_open(self) -> None:
+        self.check_thread()
+        if self.closed is not None:
+            msg = f"the runtime is closed: {self.closed}"
+            raise RuntimeClosedError(msg)
+
+    async def run(self, work: Callable[[], Awaitable[T]], route: Route | None = None) -> T:
+        """Run `work` in a trio task of the guest run; its result or exception is ours."""
+        future: asyncio.Future[T] = self.loop.create_future()
+        call = _Call(work, future, route)
+        self._enter(call)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if call.scope is not None and not call.finished:
+                self._enter(call)  # started in trio: cancel its task there
+            raise
+
+    def _enter(self, call: _Call[Any]) -> None:
+        self.queue.append(call)
+        if self.drain_pending:
+            return
+        assert self.token is not None
+        self.drain_pending = True
+        try:
+            self.token.run_sync_soon(self._drain)
+        except trio.RunFinishedError:
+            # The run is ending on its own (it crashed; its last ticks have not
+            # reported it yet) and runs no more drains: settle the calls here.
+            self.drain_pending = False
+            while self.queue:
+                _refuse(self.queue.popleft())
+
+    async def close(self) -> None:
+        """Stop the runtime and wait for the trio run to end; raise what ended it badly.
+
+        asyncio has no shielded scope, so a cancellation of the task that
+        holds the block cannot be deferred: it is caught, the wait goes on
+        until the run has ended (so accepted calls still finish within
+        shutdown_grace and every on_stop runs before the block is left), and
+        it is raised again afterwards. Leaving early would abandon the run
+        half-way: trio's guest mode requires that the host let it finish.
+        """
+        if self.closed is None:
+            self.closed = "its open_asyncio_runtime block has ended"
+        assert self.token is not None
+        with contextlib.suppress(trio.RunFinishedError):  # ending on its own: a crash
+            self.token.run_sync_soon(self.stop.set)
+        cancelled: asyncio.CancelledError | None = None
+        while not self.ended.done():
+            try:
+                await asyncio.shield(self.ended)
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+        if cancelled is not None:
+            raise cancelled
+        raise_run_error(self.ended.result())
+
+
+def _refuse(call: _Call[Any]) -> None:
+    """Fail a call the trio run will never start (a cancelled one needs nothing)."""
+    if call.scope is None and not call.future.done():
+        msg = "the runtime shut down before this call was sent"
+        call.future.set_exception(RuntimeClosedError(msg))
+
+
+@final
+class AsyncioRuntime:
+    """A runtime for asyncio code; create one with `open_asyncio_runtime`.
+
+    The methods are `Runtime`'s, with its results, its exceptions (the very
+    objects raised on the trio side) and its cancellation semantics: a caller
+    cancelled while its call is queued withdraws it; once the handler started,
+    it runs to completion and the reply is dropped. Use it from the thread of
+    the loop that opened it (from another thread, submit coroutines to that
+    loop with `asyncio.run_coroutine_threadsafe`). After the block, or once the
+    trio run has ended, calls raise RuntimeClosedError at once.
+    """
+
+    def __init__(self, guest: _Guest, runtime: Runtime) -> None:
+        self._guest = guest
+        self._runtime = runtime
+
+    @property
+    def config(self) -> RuntimeConfig:
+        """The configuration the runtime was opened with."""
+        return self._runtime.config
+
+    @property
+    def registry(self) -> Registry:
+        """The enabled modules and tools."""
+        return self._runtime.registry
+
+    async def call(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> CallResult:
+        """`Runtime.call`: one tools/call-shaped call ``{"name", "arguments", "_meta"}``.
+
+        Bad input (UnknownToolError, ProtocolError, ArgumentsError) is refused
+        here, before anything reaches trio. `caller` is as for `Runtime.prepare`.
+        """
+        self._guest.check_open()
+        return await self.run(self._runtime.prepare(params, caller=caller))
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        caller: Caller | None = None,
+    ) -> CallResult:
+        """`Runtime.call_tool`: `call` with the parts given separately."""
+        params = {"name": name, "arguments": arguments, "_meta": meta}
+        return await self.call(params, caller=caller)
+
+    def prepare(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> PreparedCall:
+        """`Runtime.prepare`: check a call and work out its actor; nothing is sent."""
+        return self._runtime.prepare(params, caller=caller)
+
+    async def run(self, call: PreparedCall) -> CallResult:
+        """`Runtime.run`: run a prepared call on its key's actor, in the trio run."""
+        self._guest.check_open()
+        work = functools.partial(self._runtime.run, call)
+        return await self._guest.run(work, call.route)
+
+    async def end_session(self, session_id: str) -> int:
+        """`Runtime.end_session`: stop the session's actors, delete its stored state."""
+        self._guest.check_open()
+        return await self._guest.run(functools.partial(self._runtime.end_session, session_id))
+
+    def statistics(self) -> RuntimeStatistics:
+        """`Runtime.statistics` (trio never runs while asyncio code does: no race)."""
+        self._guest.check_thread()
+        return self._runtime.statistics()
+
+    def actors(self) -> tuple[ActorInfo, ...]:
+        """`Runtime.actors`."""
+        self._guest.check_thread()
+        return self._runtime.actors()
+
+
+@asynccontextmanager
+async def open_asyncio_runtime(
+    modules: Iterable[ToolModule[Any]],
+    config: RuntimeConfig | None = None,
+    *,
+    state: str | None = None,
+) -> AsyncIterator[AsyncioRuntime]:
+    """Run a runtime serving `modules` on the running asyncio loop, for the length of the block.
+
+    Trio runs in guest mode on this loop's thread. `state` is a store URL for
+    durable modules (`actors.store.open_store`: ``memory``,
+    ``sqlite:///state.db``, ``postgresql://…``); an error opening it
+    (ValueError, StoreError) is raised here as itself. On exit, even a
+    cancelled one, the runtime stops as `open_runtime`'s block does before
+    the block is left. One per thread: a second one while one is open raises
+    RuntimeError (trio allows one run per thread; share the handle).
+    """
+    guest = _Guest.start(modules, config, state)
+    try:
+        runtime = await guest.opened
+        if runtime is not None:  # else the run ended while opening: close() raises why
+            yield AsyncioRuntime(guest, runtime)
+    finally:
+        await guest.close()
