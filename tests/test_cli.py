@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from actors.server import ConfigurationError, ServeOptions, read_tokens
-from actors.server._cli import _token
+from actors.server import DEFAULT_RUNTIME, ConfigurationError, ServeOptions, read_tokens
+from actors.server._cli import _options, _token, parser
 from actors.server._options import describe_tokens
 
 from ._mcp_helpers import SERVE, http_server
@@ -145,3 +145,17 @@ class TestExecNextToTenants:
         )
         assert result.returncode == 2
         assert b"refusing --allow-exec next to tenant tokens" in result.stderr
+
+
+class TestDefaults:
+    def test_the_command_lines_defaults_are_serve_options_defaults(self) -> None:
+        """Nothing is typed twice: `serve` with no flags describes exactly `ServeOptions()`."""
+        args = parser().parse_args([])
+        assert _options(args) == ServeOptions()
+        assert _options(args).runtime == DEFAULT_RUNTIME
+
+    def test_own_modules_replace_the_default_built_ins(self) -> None:
+        args = parser().parse_args(["--module", "examples.notes:notes"])
+        assert _options(args).modules == ("examples.notes:notes",)
+        args = parser().parse_args(["--modules", "planning", "--module", "examples.notes:notes"])
+        assert _options(args).modules == ("planning", "examples.notes:notes")

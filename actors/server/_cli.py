@@ -436,7 +436,7 @@ def _options(args: argparse.Namespace) -> ServeOptions:
     tokens = list(args.token)
     if args.tokens_file is not None:
         tokens += read_tokens(args.tokens_file)
-    if args.module:
+    if args.module and os.getcwd() not in sys.path:
         # As `python -m` does: a module beside the operator is found first.
         sys.path.insert(0, os.getcwd())
     builtins = args.modules if args.modules is not None else () if args.module else DEFAULT_MODULES
