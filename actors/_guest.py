@@ -16,30 +16,38 @@ task is running, and a trio task woken from outside would not run until
 trio's I/O wait happened to return. It enters through
 `TrioToken.run_sync_soon`, which also wakes that wait. Each call is queued in
 a deque, and one drain is scheduled while one is pending: a burst of 100
-callers costs one wake-up, not 100. The drain starts one trio task per call,
-in a nursery of the guest run, which runs the call on the runtime and settles
-the call's asyncio Future. Asyncio futures are not thread-safe, but guest
-ticks run on the loop's thread (start_guest_run's ``run_sync_soon_*`` are the
-loop's ``call_soon*``), so settling them there is safe. Results and
-exceptions are the runtime's own objects.
+callers costs one wake-up, not 100.
+
+The drain hands each tool call straight to its actor's mailbox
+(`Runtime.submit_nowait`), with a callback that settles the call's asyncio
+Future when the actor replies: no trio task per call. Asyncio futures are not
+thread-safe, but guest ticks run on the loop's thread (start_guest_run's
+``run_sync_soon_*`` are the loop's ``call_soon*``), so settling them there is
+safe. Results and exceptions are the runtime's own objects. Only a call whose
+mailbox is full (backpressure), and other work (`end_session`), gets a trio
+task of its own, in a nursery of the guest run, which waits as `Runtime.run`
+does.
 
 A call is prepared (`Runtime.prepare`) on the asyncio side, so bad input is
 refused at once, and its key is known before it crosses. That key keeps a
-key's calls in the order asyncio made them: trio runs the tasks started in
-one pass in either order (it reverses each batch half the time), so a call
-whose key already has a call not yet routed is not started with the others:
-that predecessor starts it just before routing itself, and a task started
-then runs only after the predecessor's call is in the mailbox.
+key's calls in the order asyncio made them. The drain takes the deque in
+order, so calls handed over directly enter their mailboxes in that order.
+Once a key's call had to wait for room, the key's later calls wait behind it:
+trio runs the tasks started in one pass in either order (it reverses each
+batch half the time), so such a call is not started with the others: its
+predecessor starts it just before routing itself, and a task started then
+runs only after the predecessor's call is in the mailbox.
 
 Cancellation
 ------------
 The runtime's semantics, unchanged: an asyncio caller cancelled while its
-call is still queued (in the bridge, or in the key's mailbox) withdraws it;
+call is still queued (in the deque, or in the key's mailbox) withdraws it;
 cancelled after the handler started, the handler runs to completion and the
-reply is dropped. The bridge cancels the call's trio task (through the same
-queue) and `Runtime.run` does the rest, as for a cancelled trio caller. A
-call whose trio task ends without a reply, or that reaches a run that is
-ending (it crashed), gets RuntimeClosedError: never a hang.
+reply is dropped. A call handed over directly is withdrawn by marking its
+envelope (no trio API is involved, and trio never runs while asyncio code
+does); a call with a trio task has that task cancelled, through the same
+queue. A call that ends without a reply (the trio run is being torn down
+under it) gets RuntimeClosedError, never a hang.
 
 Shutdown
 --------
@@ -64,7 +72,7 @@ import attrs
 import trio
 
 from ._blocking import open_hosted_runtime, raise_run_error
-from ._errors import RuntimeClosedError
+from ._errors import RuntimeCallError, RuntimeClosedError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -90,6 +98,8 @@ class _Call(Generic[T]):
     work: Callable[[], Awaitable[T]]
     future: asyncio.Future[T]
     route: Route | None  # its actor's key, for the order of a key's calls
+    prepared: PreparedCall | None = None  # a tool call, which may be accepted without a task
+    withdraw: Callable[[], None] | None = None  # set once accepted that way
     successor: _Call[Any] | None = None  # the key's next call, started by this one
     scope: trio.CancelScope | None = None  # set when its trio task is started
     finished: bool = False  # its trio task has ended
@@ -109,6 +119,8 @@ class _Guest:
     drain_pending: bool = False
     unrouted: dict[Route, _Call[Any]] = attrs.field(factory=dict)  # newest not yet routed
     calls: trio.Nursery | None = None  # where drains start call tasks, while they may
+    runtime: Runtime | None = None  # set once opened, on the trio side
+    accepted: set[_Call[Any]] = attrs.field(factory=set)  # in mailboxes, awaiting replies
     closed: str | None = None  # why calls are refused, once they are
 
     @classmethod
@@ -149,6 +161,7 @@ class _Guest:
             trio.open_nursery() as calls,
         ):
             self.calls = calls
+            self.runtime = runtime
             try:
                 if not self.opened.done():  # not when the opener was cancelled
                     self.opened.set_result(runtime)
@@ -180,11 +193,39 @@ class _Guest:
                 self._start(call, self.calls)
             else:
                 predecessor = self.unrouted.get(call.route)
+                if predecessor is None and self._accepted(call):
+                    continue
                 self.unrouted[call.route] = call
                 if predecessor is None:
                     self._start(call, self.calls)
                 else:
                     predecessor.successor = call  # see "How a call crosses"
+
+    def _accepted(self, call: _Call[Any]) -> bool:
+        """Hand a tool call straight to its actor's mailbox; False if that must wait for room."""
+        if call.prepared is None or self.runtime is None:
+            return False
+        try:
+            call.withdraw = self.runtime.submit_nowait(
+                call.prepared, functools.partial(self._settle, call)
+            )
+        except Exception as exc:  # shutting down, session being ended: the runtime's errors
+            call.future.set_exception(exc)
+            return True
+        if call.withdraw is None:
+            return False
+        self.accepted.add(call)
+        return True
+
+    def _settle(self, call: _Call[Any], outcome: CallResult | RuntimeCallError) -> None:
+        """Deliver an accepted call's reply (from its actor); dropped if the caller left."""
+        self.accepted.discard(call)
+        if call.future.done():
+            return
+        if isinstance(outcome, RuntimeCallError):
+            call.future.set_exception(outcome)
+        else:
+            call.future.set_result(outcome)
 
     def _start(self, call: _Call[Any], calls: trio.Nursery) -> None:
         call.scope = trio.CancelScope()
@@ -220,6 +261,11 @@ class _Guest:
     def _done(self, result: outcome.Outcome[None]) -> None:
         if self.closed is None:  # the run ended without being asked to: it crashed
             self.closed = "its trio run ended unexpectedly (leaving the block raises why)"
+        for call in self.accepted:  # the runtime replies to every one; should it not: no hang
+            if not call.future.done():
+                msg = "the runtime's trio run ended before this call completed"
+                call.future.set_exception(RuntimeClosedError(msg))
+        self.accepted.clear()
         if not self.opened.done():
             self.opened.set_result(None)
         self.ended.set_result(result)
@@ -241,15 +287,24 @@ class _Guest:
             msg = f"the runtime is closed: {self.closed}"
             raise RuntimeClosedError(msg)
 
-    async def run(self, work: Callable[[], Awaitable[T]], route: Route | None = None) -> T:
-        """Run `work` in a trio task of the guest run; its result or exception is ours."""
+    async def run(
+        self,
+        work: Callable[[], Awaitable[T]],
+        route: Route | None = None,
+        prepared: PreparedCall | None = None,
+    ) -> T:
+        """Run `work` in the guest run (`prepared`, a tool call, may skip the trio task)."""
         future: asyncio.Future[T] = self.loop.create_future()
-        call = _Call(work, future, route)
+        call = _Call(work, future, route, prepared)
         self._enter(call)
         try:
             return await future
         except asyncio.CancelledError:
-            if call.scope is not None and not call.finished:
+            if call.withdraw is not None:
+                # No trio API is called, only the envelope is marked, and trio
+                # never runs while this does (one thread): safe from here.
+                call.withdraw()
+            elif call.scope is not None and not call.finished:
                 self._enter(call)  # started in trio: cancel its task there
             raise
 
@@ -357,7 +412,7 @@ class AsyncioRuntime:
         """`Runtime.run`: run a prepared call on its key's actor, in the trio run."""
         self._guest.check_open()
         work = functools.partial(self._runtime.run, call)
-        return await self._guest.run(work, call.route)
+        return await self._guest.run(work, call.route, call)
 
     async def end_session(self, session_id: str) -> int:
         """`Runtime.end_session`: stop the session's actors, delete its stored state."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
-from protocol import DEFAULT_POLICY, call_name, parse_call
+from protocol import DEFAULT_POLICY, call_name, parse_named_call
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -61,8 +61,9 @@ def prepare_call(
     (ArgumentsError). `caller` is who the transport says sent the call
     (`protocol.Caller`); ``None`` trusts the call's context as given.
     """
-    tool = registry.resolve(call_name(params))
-    parsed = parse_call(params, policy, caller)
+    name = call_name(params)
+    tool = registry.resolve(name)
+    parsed = parse_named_call(params, name, policy, caller)
     arguments = tool.signature.bind(parsed.arguments)
     module = tool.module
     route = (module.name, *module.scope.parts(parsed.context))

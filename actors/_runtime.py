@@ -260,10 +260,18 @@ class _Envelope:
     done: trio.Event = attrs.field(factory=trio.Event)
     outcome: _Outcome | None = None
     abandoned: bool = False  # the caller was cancelled before the call started
+    on_reply: Callable[[_Outcome], None] | None = None  # a caller outside trio (`submit_nowait`)
 
     def reply(self, outcome: _Outcome) -> None:
         self.outcome = outcome
         self.done.set()
+        if self.on_reply is not None:
+            self.on_reply(outcome)
+
+    def withdraw(self) -> None:
+        """The caller went away: skip the call if it has not started (its reply is dropped)."""
+        if not self.done.is_set():
+            self.abandoned = True
 
 
 @attrs.define(eq=False)
@@ -434,7 +442,7 @@ class Runtime:
         RuntimeClosedError or CapacityError for a call the runtime could not
         complete. See the module docstring for cancellation.
         """
-        return await self.run(self.prepare(params, caller=caller))
+        return await self.run(prepare_call(self._registry, params, self._config.policy, caller))
 
     def prepare(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> PreparedCall:
         """Check a call and work out its actor without sending it (`actors.prepare_call`).
@@ -444,12 +452,6 @@ class Runtime:
         embedding program's own call, takes the call's context as given.
         """
         return prepare_call(self._registry, params, self._config.policy, caller)
-
-    async def run(self, call: PreparedCall) -> CallResult:
-        """Run a prepared call on its key's actor; raises as `call` does once the call is sent."""
-        if call.session_defaulted:
-            self._log_defaulted(call.tool, call.context.session_id)
-        return await self._route(call)
 
     def _log_defaulted(self, tool: Tool, session: str) -> None:
         """Warn of the first call to `tool` without a session; later ones only at DEBUG.
@@ -479,43 +481,75 @@ class Runtime:
         params = {"name": name, "arguments": arguments, "_meta": meta}
         return await self.call(params, caller=caller)
 
-    async def _route(self, call: PreparedCall) -> CallResult:
-        route = call.route
-        context = call.context
-        envelope = _Envelope(call.tool, context, call.arguments)
-        while True:
-            if self._closing:
-                msg = "the runtime is shutting down and takes no new calls"
-                raise RuntimeClosedError(msg)
-            if self._ending and self._ending[context.session_id]:
-                msg = f"session {context.session_id!r} is being ended; retry once it is"
-                raise SessionEndingError(msg)
-            actor = self._actors.get(route)
-            if actor is None or not actor.accepting:
-                actor = self._start(route, call.tool.module, predecessor=actor)
-            # Everything from here to send_nowait is synchronous: the actor
-            # found accepting above is still accepting when the envelope lands,
-            # so a key's calls enter its mailbox, a FIFO, in arrival order.
-            self._actors.move_to_end(route)
-            actor.last_used = trio.current_time()
-            actor.pending += 1
-            try:
-                actor.send.send_nowait(envelope)
+    async def run(self, call: PreparedCall) -> CallResult:
+        """Run a prepared call on its key's actor; raises as `call` does once the call is sent."""
+        # One coroutine frame from here to the reply: this is every call's hot path.
+        if call.session_defaulted:
+            self._log_defaulted(call.tool, call.context.session_id)
+        envelope = _Envelope(call.tool, call.context, call.arguments)
+        while (full := self._offer(call, envelope)) is not None:
+            if await self._send_when_room(full, envelope):
+                self._counters.calls += 1
                 break
-            except trio.WouldBlock:
-                if await self._send_when_room(actor, envelope):
-                    break
-        self._counters.calls += 1
         try:
             await envelope.done.wait()
         finally:
-            if not envelope.done.is_set():
-                envelope.abandoned = True  # cancelled: withdraw it if it has not started
+            envelope.withdraw()  # cancelled: withdraw it if it has not started
         outcome = envelope.outcome
         if isinstance(outcome, RuntimeCallError):
             raise outcome
         assert outcome is not None  # done is set only by reply()
         return outcome
+
+    def submit_nowait(
+        self, call: PreparedCall, on_reply: Callable[[CallResult | RuntimeCallError], None]
+    ) -> Callable[[], None] | None:
+        """Accept `call` without waiting, for a caller outside trio; None if its mailbox is full.
+
+        `on_reply` is called once, from the actor, with the call's result or
+        runtime error. The function returned withdraws the call (its caller went
+        away): a call not started yet is skipped, a started one runs to
+        completion and its reply is dropped. With a full mailbox nothing is
+        accepted: wait for room with `run`. Raises RuntimeClosedError and
+        SessionEndingError as `run` does.
+        """
+        if call.session_defaulted:
+            self._log_defaulted(call.tool, call.context.session_id)
+        envelope = _Envelope(call.tool, call.context, call.arguments, on_reply=on_reply)
+        full = self._offer(call, envelope)
+        if full is not None:
+            full.pending -= 1  # not accepted, and nobody waits to send it
+            return None
+        return envelope.withdraw
+
+    def _offer(self, call: PreparedCall, envelope: _Envelope) -> _Actor | None:
+        """Put `envelope` in its key's mailbox now; the actor, if its full mailbox refused it.
+
+        Everything here is synchronous: the actor found accepting is still
+        accepting when the envelope lands, so a key's calls enter its mailbox, a
+        FIFO, in arrival order. A refused envelope counts as pending on the
+        actor it waits for.
+        """
+        route = call.route
+        context = call.context
+        if self._closing:
+            msg = "the runtime is shutting down and takes no new calls"
+            raise RuntimeClosedError(msg)
+        if self._ending and self._ending[context.session_id]:
+            msg = f"session {context.session_id!r} is being ended; retry once it is"
+            raise SessionEndingError(msg)
+        actor = self._actors.get(route)
+        if actor is None or not actor.accepting:
+            actor = self._start(route, call.tool.module, predecessor=actor)
+        self._actors.move_to_end(route)
+        actor.last_used = trio.current_time()
+        actor.pending += 1
+        try:
+            actor.send.send_nowait(envelope)
+        except trio.WouldBlock:
+            return actor
+        self._counters.calls += 1
+        return None
 
     @staticmethod
     async def _send_when_room(actor: _Actor, envelope: _Envelope) -> bool:

@@ -7,6 +7,7 @@ middleware or another runtime as well as `actors`.
 from ._call import ParsedCall as ParsedCall
 from ._call import call_name as call_name
 from ._call import parse_call as parse_call
+from ._call import parse_named_call as parse_named_call
 from ._caller import Caller as Caller
 from ._caller import NoSessionError as NoSessionError
 from ._caller import TenantError as TenantError

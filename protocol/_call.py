@@ -14,7 +14,7 @@ from ._errors import CallFormatError, ContextError
 if TYPE_CHECKING:
     from ._caller import Caller
 
-__all__ = ["ParsedCall", "call_name", "parse_call"]
+__all__ = ["ParsedCall", "call_name", "parse_call", "parse_named_call"]
 
 
 @final
@@ -82,7 +82,13 @@ def parse_call(
     (see `Caller`). Raises `CallFormatError` for a malformed mapping and
     `ContextError` for a bad or forbidden context. `params` is not mutated.
     """
-    name = call_name(params)
+    return parse_named_call(params, call_name(params), policy, caller)
+
+
+def parse_named_call(
+    params: Mapping[str, Any], name: str, policy: ContextPolicy, caller: Caller | None
+) -> ParsedCall:
+    """`parse_call` for a mapping whose `name` was already read by `call_name`."""
     arguments = _mapping_field(params, "arguments")
     meta = _mapping_field(params, "_meta")
     if caller is None:

@@ -10,10 +10,13 @@ import asyncio
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 
 from actors import (
     ArgumentsError,
     Registry,
+    RuntimeConfig,
     ToolModule,
     UnknownToolError,
     open_asyncio_runtime,
@@ -181,3 +184,62 @@ class TestHostsTakeACaller:
             runtime.call_tool("planning__create_goal", {"goal": "mine"}, caller=ALPHA)
             listed = runtime.call_tool("list_goals", meta={"sessionId": "alpha/default"})
         assert "mine" in listed.first_text
+
+
+class TestSubmitNowait:
+    """`Runtime.submit_nowait`: a call accepted without a waiting task (the asyncio host's path)."""
+
+    @staticmethod
+    def held_module(release: trio.Event, log: list[str]) -> ToolModule[list[str]]:
+        module: ToolModule[list[str]] = ToolModule("held", lambda _key: log)
+
+        @module.tool()
+        async def put(state: list[str], value: str) -> str:
+            """Wait for the release, then record `value`."""
+            await release.wait()
+            state.append(value)
+            return value
+
+        return module
+
+    async def test_replies_arrive_through_the_callback_in_order(self) -> None:
+        release, log = trio.Event(), []
+        replies: list[object] = []
+        async with open_runtime([self.held_module(release, log)]) as runtime:
+            for value in "abc":
+                call = runtime.prepare({"name": "put", "arguments": {"value": value}})
+                assert runtime.submit_nowait(call, replies.append) is not None
+            release.set()
+            await trio.testing.wait_all_tasks_blocked()
+        assert log == ["a", "b", "c"]
+        assert [reply.first_text for reply in replies] == ["a", "b", "c"]  # type: ignore[attr-defined]
+
+    async def test_a_full_mailbox_accepts_nothing(self) -> None:
+        release, log = trio.Event(), []
+        config = RuntimeConfig(mailbox_size=1)
+        async with open_runtime([self.held_module(release, log)], config) as runtime:
+            calls = [runtime.prepare({"name": "put", "arguments": {"value": v}}) for v in "abc"]
+            assert runtime.submit_nowait(calls[0], lambda _reply: None) is not None
+            await trio.testing.wait_all_tasks_blocked()  # "a" runs, holding the key
+            assert runtime.submit_nowait(calls[1], lambda _reply: None) is not None
+            assert runtime.submit_nowait(calls[2], lambda _reply: None) is None
+            assert runtime.actors()[0].pending == 2
+            release.set()
+        assert log == ["a", "b"]
+
+    async def test_a_withdrawn_call_never_runs(self) -> None:
+        release, log = trio.Event(), []
+        replies: list[object] = []
+        async with open_runtime([self.held_module(release, log)]) as runtime:
+            first = runtime.prepare({"name": "put", "arguments": {"value": "kept"}})
+            second = runtime.prepare({"name": "put", "arguments": {"value": "withdrawn"}})
+            assert runtime.submit_nowait(first, replies.append) is not None
+            withdraw = runtime.submit_nowait(second, replies.append)
+            assert withdraw is not None
+            await trio.testing.wait_all_tasks_blocked()
+            withdraw()
+            release.set()
+            await trio.testing.wait_all_tasks_blocked()
+            assert runtime.actors()[0].pending == 0
+        assert log == ["kept"]
+        assert len(replies) == 1
