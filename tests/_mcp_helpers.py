@@ -44,7 +44,7 @@ Era = Literal["legacy", "modern"]
 
 SERVE = (sys.executable, "-m", "actors", "serve")
 STARTUP_TIMEOUT = 20.0
-_LISTENING = re.compile(r"listening on (http://\S+)")
+LISTENING = re.compile(r"listening on (http://\S+)")
 
 
 def initialize_request(client: str, version: str = "2025-11-25") -> dict[str, Any]:
@@ -268,7 +268,7 @@ async def http_server(*args: str) -> AsyncIterator[HttpServer]:
         )
         try:
             log = LogFile(file)
-            match = await log.wait_for(_LISTENING, process)
+            match = await log.wait_for(LISTENING, process)
             yield HttpServer(process, log, match.group(1))
         finally:
             await _stop(process)

@@ -16,9 +16,7 @@ from actors.server import ConfigurationError, ServeOptions, load_module
 from actors.server._options import build_modules
 from examples.notes import notes
 
-from ._mcp_helpers import SERVE, HttpServer, LogFile, texts
-
-LISTENING = re.compile(r"listening on (http://\S+)")
+from ._mcp_helpers import LISTENING, SERVE, HttpServer, LogFile, texts
 
 ROOT = Path(__file__).resolve().parent.parent
 
