@@ -34,6 +34,15 @@ A module whose state must survive its actor (TTL expiry, eviction, a crash, a
 restart) declares ``durable=Durable(StateClass)``: with a store, the runtime
 loads the state when the actor starts and writes it after every call of a
 tool not declared ``read_only=True``, before the call's reply is sent.
+
+What a tool declares about itself is also told to MCP clients, which may use
+it to decide what to ask a user before a call: ``title``, ``read_only``,
+``destructive``, ``idempotent`` and ``open_world`` become the tool's title and
+annotations (hints, which a client must not trust from a server it does not
+trust). A handler annotated to return structured data (an attrs class, a
+TypedDict, a ``dict[str, T]``) gets an ``outputSchema`` describing it; one
+returning a `CallResult` with data declares the data's type with
+``structured=``.
 """
 
 from __future__ import annotations
@@ -49,7 +58,7 @@ import cattrs
 
 from protocol import BackendType, CallResult, Scope, ServiceInfo, TextContent, ToolContext
 
-from ._schema import Signature, signature_of
+from ._schema import Signature, output_schema_of, signature_of
 
 if TYPE_CHECKING:
     from ._durable import Durable
@@ -122,7 +131,20 @@ class Tool:
     """Whether a sync handler runs in a worker thread, off the event loop (``heavy=True``)."""
     read_only: bool = False
     """Whether the tool never changes its state (``read_only=True``): a durable module
-    then skips the write after it."""
+    then skips the write after it, and MCP clients see ``readOnlyHint``."""
+    title: str | None = None
+    """A human-readable name for hosts to show; ``None`` when not declared."""
+    destructive: bool | None = None
+    """Whether the tool may destroy or overwrite (``True``) or only adds (``False``);
+    ``None`` when not declared. Only declared for a tool that is not read-only."""
+    idempotent: bool | None = None
+    """Whether calling it again with the same arguments changes nothing more;
+    ``None`` when not declared. Only declared for a tool that is not read-only."""
+    open_world: bool | None = None
+    """Whether the tool reaches beyond the server's own state (programs, the network);
+    ``None`` when not declared."""
+    output_schema: Mapping[str, Any] | None = None
+    """The JSON Schema of the structured data the tool returns; ``None`` when it returns none."""
 
     def invoke(self, state: object, context: ToolContext, arguments: dict[str, Any]) -> Any:
         """Call the handler; returns its result, or a coroutine when `is_async`."""
@@ -179,12 +201,31 @@ class ToolModule(Generic[StateT]):
 
     @overload
     def tool(
-        self, handler: HandlerT, /, *, heavy: bool = False, read_only: bool = False
+        self,
+        handler: HandlerT,
+        /,
+        *,
+        heavy: bool = False,
+        read_only: bool = False,
+        title: str | None = None,
+        destructive: bool | None = None,
+        idempotent: bool | None = None,
+        open_world: bool | None = None,
+        structured: type[Any] | None = None,
     ) -> HandlerT: ...
 
     @overload
     def tool(
-        self, /, *, heavy: bool = False, read_only: bool = False
+        self,
+        /,
+        *,
+        heavy: bool = False,
+        read_only: bool = False,
+        title: str | None = None,
+        destructive: bool | None = None,
+        idempotent: bool | None = None,
+        open_world: bool | None = None,
+        structured: type[Any] | None = None,
     ) -> Callable[[HandlerT], HandlerT]: ...
 
     def tool(
@@ -194,6 +235,11 @@ class ToolModule(Generic[StateT]):
         *,
         heavy: bool = False,
         read_only: bool = False,
+        title: str | None = None,
+        destructive: bool | None = None,
+        idempotent: bool | None = None,
+        open_world: bool | None = None,
+        structured: type[Any] | None = None,
     ) -> Callable[..., Any]:
         """Register a handler as a tool named after the function; its docstring describes it.
 
@@ -206,24 +252,66 @@ class ToolModule(Generic[StateT]):
         * ``read_only`` -- the tool never changes the state, so a durable
           module does not write the state after it. Declare it only when true:
           a change made by a read-only tool is lost when the actor stops.
+          MCP clients see it as ``readOnlyHint``.
+
+        For MCP clients only (hints shown to hosts, which may ask a user before
+        a call that is not read-only); leave out what is not known:
+
+        * ``title`` -- a human-readable name, e.g. ``"Run a command"``.
+        * ``destructive`` -- ``True`` if the tool may delete or overwrite,
+          ``False`` if it only adds (``destructiveHint``).
+        * ``idempotent`` -- ``True`` if calling it again with the same
+          arguments changes nothing more (``idempotentHint``).
+        * ``open_world`` -- ``True`` if it reaches beyond the server's own state:
+          programs, files, the network (``openWorldHint``).
+
+        ``destructive`` and ``idempotent`` describe a tool's changes, so they
+        are refused with ``read_only=True``.
+
+        * ``structured`` -- the type (attrs class, TypedDict or ``dict[str, T]``)
+          of the data in the `CallResult` the handler returns; it becomes the
+          tool's ``outputSchema``. A handler annotated to return an attrs class,
+          a TypedDict or a mapping needs none: its annotation is the schema.
         """
-        options = functools.partial(self._register, heavy=heavy, read_only=read_only)
+        options = functools.partial(
+            self._register,
+            heavy=heavy,
+            read_only=read_only,
+            title=title,
+            destructive=destructive,
+            idempotent=idempotent,
+            open_world=open_world,
+            structured=structured,
+        )
         return options if handler is None else options(handler)
 
-    def _register(self, handler: HandlerT, *, heavy: bool, read_only: bool) -> HandlerT:
+    def _register(
+        self,
+        handler: HandlerT,
+        *,
+        heavy: bool,
+        read_only: bool,
+        title: str | None,
+        destructive: bool | None,
+        idempotent: bool | None,
+        open_world: bool | None,
+        structured: type[Any] | None,
+    ) -> HandlerT:
         name = handler.__name__
         _check_name("tool", name)
         if name in self._tools:
             msg = f"module {self.name!r} already has a tool named {name!r}"
             raise ValueError(msg)
+        where = f"tool {name!r} of module {self.name!r}"
         is_async = inspect.iscoroutinefunction(handler)
         if heavy and is_async:
             msg = (
-                f"tool {name!r} of module {self.name!r}: heavy=True is for sync handlers "
+                f"{where}: heavy=True is for sync handlers "
                 "(they then run in a worker thread), but this one is async; drop heavy=True, "
                 "and move its CPU-heavy part into `await trio.to_thread.run_sync(...)`"
             )
             raise TypeError(msg)
+        _check_hints(where, read_only, title, destructive=destructive, idempotent=idempotent)
         self._tools[name] = Tool(
             module=self,
             name=name,
@@ -234,8 +322,29 @@ class ToolModule(Generic[StateT]):
             is_async=is_async,
             heavy=heavy,
             read_only=read_only,
+            title=title,
+            destructive=destructive,
+            idempotent=idempotent,
+            open_world=open_world,
+            output_schema=output_schema_of(handler, structured),
         )
         return handler
+
+
+def _check_hints(where: str, read_only: bool, title: str | None, **changes: bool | None) -> None:
+    """Refuse a blank title, and hints about changes on a tool that makes none."""
+    if title is not None and not title.strip():
+        msg = f"{where}: title must not be blank; leave it out to show the tool's name"
+        raise ValueError(msg)
+    if not read_only:
+        return
+    for hint, value in changes.items():
+        if value is not None:
+            msg = (
+                f"{where}: read_only=True says it changes nothing, but {hint}={value} "
+                f"describes its changes; drop {hint}= or read_only=True"
+            )
+            raise TypeError(msg)
 
 
 async def run_hook(hook: Callable[[], object] | None) -> None:

@@ -1,4 +1,4 @@
-"""Tool input schemas derived from handler signatures, and strict argument binding.
+"""Tool schemas derived from handler annotations, and strict argument binding.
 
 A handler declares its arguments in one of two ways, after the state parameter:
 
@@ -12,6 +12,13 @@ is no property. `signature_of` derives the JSON Schema once, when a module is
 defined, together with an attrs class describing the arguments object (the
 user's own class in the second style). `Signature.bind` structures each call's
 arguments into that class with a private cattrs converter.
+
+`output_schema_of` describes, with the same type-to-schema rules, the
+structured data a tool returns (``outputSchema``): an attrs class, a
+TypedDict or a ``dict[str, T]`` it is annotated to return, or the type
+declared for the data of the `CallResult` it returns. An output schema
+describes the data as the runtime unstructures it, so every field an attrs
+``__init__`` sets is required there and no default is shown.
 
 The converter is strict where cattrs is lenient by default: JSON already has
 types, so a caller who sends ``"3"`` for an integer has a bug worth reporting,
@@ -45,14 +52,14 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_mapping_structure_fn
 
-from protocol import ToolContext
+from protocol import CallResult, ToolContext
 
 from ._errors import ArgumentsError
 
 if typing.TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["Signature", "signature_of"]
+__all__ = ["Signature", "output_schema_of", "signature_of"]
 
 _Hook = Callable[[Any, Any], Any]
 
@@ -60,6 +67,7 @@ _SUPPORTED = (
     "str, int, float, bool, a Literal, an Enum, list[T], tuple[T, ...], dict[str, T], "
     "T | None, an attrs class or Any"
 )
+_SUPPORTED_OUTPUT = _SUPPORTED.replace(" or Any", ", a TypedDict or Any")
 
 
 @final
@@ -123,8 +131,76 @@ def signature_of(handler: Callable[..., Any]) -> Signature:
         raise TypeError(msg) from None
 
 
+def output_schema_of(
+    handler: Callable[..., Any], structured: type[Any] | None = None
+) -> Mapping[str, Any] | None:
+    """The JSON Schema of the structured data `handler` returns; None when it returns none.
+
+    `structured` declares the data's type for a handler annotated to return a
+    `CallResult`, whose data no annotation describes. Otherwise the return
+    annotation decides: an attrs class, a TypedDict or a ``dict[str, T]``
+    (or ``Mapping[str, T]``) has a schema; ``str``, ``CallResult``, no
+    annotation, or anything else has none.
+
+    Raises:
+        TypeError: if `structured` is given for a handler that does not return
+            a CallResult, or if the data's type has no JSON Schema of type
+            ``object`` (which MCP requires of an output schema).
+    """
+    name = getattr(handler, "__qualname__", repr(handler))
+    try:
+        returned = _hints(handler, name).get("return", inspect.Parameter.empty)
+        if structured is not None:
+            return _declared_output(returned, structured)
+        if not _is_structured(returned):
+            return None
+        with _within("its return annotation"):
+            return _object_output(returned)
+    except _UnsupportedError as exc:
+        msg = f"cannot serve {name} as a tool: {exc}"
+        raise TypeError(msg) from None
+
+
+def _declared_output(returned: Any, structured: type[Any]) -> dict[str, Any]:
+    if returned is not CallResult:
+        has = (
+            "no return annotation"
+            if returned is inspect.Parameter.empty
+            else f"the return annotation {_type_name(returned)}"
+        )
+        msg = (
+            f"structured= declares the data of a returned CallResult, but it has {has}; "
+            "annotate it '-> CallResult', or drop structured= and let the return "
+            "annotation describe the data"
+        )
+        raise _UnsupportedError(msg)
+    with _within("structured="):
+        return _object_output(structured)
+
+
+def _is_structured(annotation: Any) -> bool:
+    """Whether a return annotation names data: an attrs class, a TypedDict or a mapping."""
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if annotation is CallResult:  # an attrs class too, but it is the result, not its data
+        return False
+    is_mapping = get_origin(annotation) in (dict, Mapping)
+    return is_mapping or _is_attrs_class(annotation) or typing.is_typeddict(annotation)
+
+
+def _object_output(annotation: Any) -> dict[str, Any]:
+    schema = _SchemaBuilder(for_output=True).type_schema(annotation)
+    if schema.get("type") != "object":
+        msg = (
+            f"{_type_name(annotation)} is no JSON object, and MCP requires an output schema "
+            "of type object; return an attrs class, a TypedDict or a dict[str, T]"
+        )
+        raise _UnsupportedError(msg)
+    return schema
+
+
 class _UnsupportedError(Exception):
-    """A handler signature that no input schema can describe; becomes a TypeError."""
+    """A handler annotation that no schema can describe; becomes a TypeError."""
 
 
 @attrs.frozen
@@ -210,6 +286,7 @@ def _parameter_field(parameter: inspect.Parameter, hints: Mapping[str, Any]) -> 
 
 
 def _class_fields(cls: type[Any]) -> list[_Field]:
+    """The arguments an attrs class takes: its fields set by ``__init__``."""
     hints = _hints(cls, cls.__qualname__)
     return [
         _Field(
@@ -221,6 +298,33 @@ def _class_fields(cls: type[Any]) -> list[_Field]:
         for field in attrs.fields(cls)
         if field.init
     ]
+
+
+def _output_fields(cls: type[Any]) -> list[_Field]:
+    """The keys an attrs instance unstructures into: every field ``__init__`` sets, always."""
+    return [
+        attrs.evolve(field, required=True, default=attrs.NOTHING) for field in _class_fields(cls)
+    ]
+
+
+def _typed_dict_fields(cls: type[Any]) -> list[_Field]:
+    """The keys of a TypedDict, required or not as it declares them."""
+    hints = _hints(cls, cls.__qualname__)
+    return [
+        _typed_dict_field(name, hint, name in cls.__required_keys__) for name, hint in hints.items()
+    ]
+
+
+def _typed_dict_field(name: str, annotation: Any, required: bool) -> _Field:
+    """One key; an explicit ``Required[...]`` or ``NotRequired[...]`` decides over `required`.
+
+    Python 3.11 fills ``__required_keys__`` from the annotations as written, so
+    it misses ``NotRequired`` in a module with ``from __future__ import annotations``.
+    """
+    while (wrapper := get_origin(annotation)) in (typing.Required, typing.NotRequired):
+        required = wrapper is typing.Required
+        annotation = get_args(annotation)[0]
+    return _Field(name, annotation, required, attrs.NOTHING)
 
 
 def _shown_default(field: attrs.Attribute[Any]) -> object:
@@ -246,19 +350,28 @@ def _arguments_class(fields: Sequence[_Field]) -> type[Any]:
 class _SchemaBuilder:
     """Turns annotations into JSON Schema, noting what binding needs to know."""
 
+    for_output: bool = False
+    """Whether the schema describes returned data rather than arguments: TypedDicts
+    and mappings are allowed, and every attrs field is required."""
     mentions_any: bool = False
     """Whether some value is typed Any."""
     _enclosing: list[type[Any]] = attrs.Factory(list)
-    """The attrs classes being described, outermost first, to refuse recursion."""
+    """The classes being described, outermost first, to refuse recursion."""
 
     def class_schema(self, cls: type[Any]) -> dict[str, Any]:
         """The object schema of the fields of the attrs class `cls`."""
+        return self._described(cls, _output_fields if self.for_output else _class_fields)
+
+    def _described(
+        self, cls: type[Any], fields_of: Callable[[type[Any]], list[_Field]]
+    ) -> dict[str, Any]:
         if cls in self._enclosing:
-            msg = f"{cls.__qualname__} contains itself, and recursive arguments are unsupported"
+            what = "data" if self.for_output else "arguments"
+            msg = f"{cls.__qualname__} contains itself, and recursive {what} are unsupported"
             raise _UnsupportedError(msg)
         self._enclosing.append(cls)
         try:
-            return self.object_schema(_class_fields(cls), owner=cls.__qualname__)
+            return self.object_schema(fields_of(cls), owner=cls.__qualname__)
         finally:
             self._enclosing.pop()
 
@@ -277,11 +390,11 @@ class _SchemaBuilder:
         }
 
     def _property_schema(self, field: _Field) -> dict[str, Any]:
-        if field.name.startswith("__"):
+        if field.name.startswith("__") and not self.for_output:
             msg = "names starting with '__' are reserved for context fields; rename it"
             raise _UnsupportedError(msg)
         if field.annotation is inspect.Parameter.empty:
-            msg = "it has no annotation, so no input schema describes it"
+            msg = "it has no annotation, so no schema describes it"
             raise _UnsupportedError(msg)
         return {**self.type_schema(field.annotation), **_json_default(field.default)}
 
@@ -301,11 +414,15 @@ class _SchemaBuilder:
             return {"anyOf": [self.type_schema(_not_none(annotation)), {"type": "null"}]}
         if origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
             return {"type": "array", "items": self.type_schema(args[0])}
-        if origin is dict and args[0] is str:
+        # Arguments bind into a dict only; returned data may be any mapping.
+        if (origin is dict or (self.for_output and origin is Mapping)) and args[0] is str:
             return {"type": "object", "additionalProperties": self.type_schema(args[1])}
         if _is_attrs_class(annotation):
             return self.class_schema(annotation)
-        msg = f"unsupported annotation {_type_name(annotation)}; use {_SUPPORTED}"
+        if self.for_output and typing.is_typeddict(annotation):
+            return self._described(annotation, _typed_dict_fields)
+        supported = _SUPPORTED_OUTPUT if self.for_output else _SUPPORTED
+        msg = f"unsupported annotation {_type_name(annotation)}; use {supported}"
         raise _UnsupportedError(msg)
 
     def _annotated_schema(self, args: tuple[Any, ...]) -> dict[str, Any]:

@@ -66,7 +66,7 @@ import secrets
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from typing import Annotated, Any, Final, final
+from typing import Annotated, Any, Final, TypedDict, final
 
 import attrs
 import cattrs
@@ -370,6 +370,49 @@ def _bm25(
 
 
 # ---- the tools ------------------------------------------------------------------
+# Each TypedDict is the shape of one tool's structured data, its outputSchema.
+
+
+class _StoreData(TypedDict):
+    storeId: str
+    count: int
+
+
+class _ItemData(TypedDict):
+    """One item's summary (`_Item.summary`)."""
+
+    id: str
+    filename: str
+    size: int
+    """Bytes of content, in UTF-8."""
+    lines: int
+
+
+class _AddedData(_ItemData):
+    storeId: str
+
+
+class _ItemsData(TypedDict):
+    items: list[_ItemData]
+    count: int
+
+
+class _ReadData(_ItemData):
+    fromLine: int
+    toLine: int
+    content: str
+
+
+class _HitData(TypedDict):
+    id: str
+    filename: str
+    score: float
+    snippet: str
+
+
+class _SearchData(TypedDict):
+    results: list[_HitData]
+    count: int
 
 
 def create_store(state: ContentStoreState) -> CallResult:
@@ -539,12 +582,35 @@ def content_store_with(limits: ContentLimits) -> ToolModule[ContentStoreState]:
         ),
         durable=Durable(ContentStoreState, converter=_stored_form(limits)),
     )
-    module.tool(create_store)  # not read-only: it stores the store's id on first use
-    module.tool(add_content, heavy=True)  # tokenizes up to max_item_bytes
-    module.tool(list_contents, read_only=True)
-    module.tool(read_content, read_only=True)
+    adds, reads = {"destructive": False, "open_world": False}, {"open_world": False}
+    # Not read-only: it stores the store's id on first use.
+    module.tool(
+        create_store, title="Get the content store", idempotent=True, structured=_StoreData, **adds
+    )
+    # Tokenizes up to max_item_bytes; never overwrites: a filename again is a new item.
+    module.tool(
+        add_content,
+        heavy=True,
+        title="Add a document",
+        idempotent=False,
+        structured=_AddedData,
+        **adds,
+    )
+    module.tool(
+        list_contents, read_only=True, title="List documents", structured=_ItemsData, **reads
+    )
+    module.tool(
+        read_content, read_only=True, title="Read a document", structured=_ReadData, **reads
+    )
     # Ranks the store and scans its hits for snippets.
-    module.tool(search_content, heavy=True, read_only=True)
+    module.tool(
+        search_content,
+        heavy=True,
+        read_only=True,
+        title="Search documents",
+        structured=_SearchData,
+        **reads,
+    )
     return module
 
 

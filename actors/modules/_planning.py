@@ -82,7 +82,7 @@ def _non_empty(field: str, value: str) -> str:
     return value
 
 
-@planning.tool
+@planning.tool(title="Create a goal", destructive=False, idempotent=False, open_world=False)
 def create_goal(
     state: PlanningState, goal: Annotated[str, "What the goal is, in a sentence."]
 ) -> str:
@@ -92,7 +92,7 @@ def create_goal(
     return f"Created goal {goal_id}: {goal}"
 
 
-@planning.tool(read_only=True)
+@planning.tool(read_only=True, title="List goals", open_world=False)
 def list_goals(state: PlanningState) -> str:
     """List the goals of the current plan with their ids."""
     if not state.goals:
@@ -101,7 +101,7 @@ def list_goals(state: PlanningState) -> str:
     return f"Goals ({len(lines)}):\n" + "\n".join(lines)
 
 
-@planning.tool
+@planning.tool(title="Add a todo", destructive=False, idempotent=False, open_world=False)
 def add_todo(
     state: PlanningState,
     name: Annotated[str, "What to do."],
@@ -117,7 +117,8 @@ def add_todo(
     return f"Added todo {todo_id}: {name}{under}"
 
 
-@planning.tool
+# Sets a flag that only ever goes from not done to done: nothing is lost, and again is no change.
+@planning.tool(title="Mark a todo done", destructive=False, idempotent=True, open_world=False)
 def mark_todo(state: PlanningState, todo_id: Annotated[str, "The todo's id."]) -> str:
     """Mark a todo as done."""
     todo = state.todos.get(todo_id)
@@ -128,7 +129,7 @@ def mark_todo(state: PlanningState, todo_id: Annotated[str, "The todo's id."]) -
     return f"Marked todo {todo_id} done: {todo.name}"
 
 
-@planning.tool(read_only=True)
+@planning.tool(read_only=True, title="Show the plan", open_world=False)
 def get_planning_state(state: PlanningState) -> str:
     """Show the whole plan: goals, their todos and whether each is done."""
     return state.render()

@@ -8,7 +8,7 @@ application itself, not one of its assistants) and sees every playbook.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 import attrs
 import cattrs
@@ -36,6 +36,27 @@ class Playbook:
     def to_data(self) -> dict[str, Any]:
         """The structured form returned to callers."""
         return {"id": self.id, "name": self.name, "owner": self.owner}
+
+
+class _PlaybookData(TypedDict):
+    """A playbook as callers see it (`Playbook.to_data`): the data of create_playbook."""
+
+    id: str
+    name: str
+    owner: str | None
+
+
+class _SelectedData(TypedDict):
+    """The data of select_playbook."""
+
+    selected: str
+
+
+class _PlaybooksData(TypedDict):
+    """The data of list_playbooks."""
+
+    playbooks: list[_PlaybookData]
+    count: int
 
 
 _Selections = dict[str | None, str]
@@ -78,7 +99,13 @@ playbook_store: ToolModule[PlaybookStoreState] = ToolModule(
 )
 
 
-@playbook_store.tool
+@playbook_store.tool(
+    title="Create a playbook",
+    destructive=False,
+    idempotent=False,
+    open_world=False,
+    structured=_PlaybookData,
+)
 def create_playbook(
     state: PlaybookStoreState, context: ToolContext, name: Annotated[str, "The playbook's name."]
 ) -> CallResult:
@@ -91,7 +118,14 @@ def create_playbook(
     return CallResult.both(f"Created playbook {playbook.id}: {name}", playbook.to_data())
 
 
-@playbook_store.tool
+# Replaces the assistant's selection, a pointer: no playbook is changed or lost.
+@playbook_store.tool(
+    title="Select a playbook",
+    destructive=False,
+    idempotent=True,
+    open_world=False,
+    structured=_SelectedData,
+)
 def select_playbook(
     state: PlaybookStoreState, context: ToolContext, id: Annotated[str, "The playbook's id."]
 ) -> CallResult:
@@ -108,7 +142,9 @@ def select_playbook(
     return CallResult.both(f"Selected playbook {id}: {playbook.name}", {"selected": id})
 
 
-@playbook_store.tool(read_only=True)
+@playbook_store.tool(
+    read_only=True, title="List playbooks", open_world=False, structured=_PlaybooksData
+)
 def list_playbooks(state: PlaybookStoreState, context: ToolContext) -> CallResult:
     """List the calling assistant's playbooks (all of them when no assistant is named)."""
     caller = context.assistant_id

@@ -163,7 +163,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any, Final, Literal
+from typing import IO, TYPE_CHECKING, Annotated, Any, Final, Literal, TypedDict
 
 import attrs
 import trio
@@ -181,6 +181,26 @@ __all__ = ["WorkspaceState", "workspace"]
 logger = logging.getLogger("actors.workspace")
 
 _Status = Literal["running", "exited", "killed", "timed_out"]
+
+
+class _StartedData(TypedDict):
+    """The structured data of execute_command."""
+
+    processId: str
+    status: Literal["running"]
+
+
+class _PolledData(TypedDict):
+    """The structured data of poll_process."""
+
+    processId: str
+    status: _Status
+    exitCode: int | None
+    """None while the process runs."""
+    stdout: str
+    stderr: str
+    truncated: bool
+
 
 _SUPERVISOR: Final = Path(__file__).with_name("_supervisor.py")
 _TERM_GRACE: Final = 2.0  # seconds between SIGTERM and SIGKILL on stop
@@ -893,8 +913,23 @@ def workspace(
         scope=Scope.SESSION,
         description="Run programs in a per-session working directory and poll their output.",
     )
-    module.tool(execute_command)
-    module.tool(poll_process)
+    # Runs any program it is allowed to: it may delete files or reach the network.
+    module.tool(
+        execute_command,
+        title="Run a command",
+        destructive=True,
+        idempotent=False,
+        open_world=True,
+        structured=_StartedData,
+    )
+    # Changes nothing; what it reads was written by programs, which reach anywhere.
+    module.tool(
+        poll_process,
+        read_only=True,
+        title="Poll a process",
+        open_world=True,
+        structured=_PolledData,
+    )
     return module
 
 

@@ -83,6 +83,7 @@ if TYPE_CHECKING:
 
     from mcp.server.context import ServerRequestContext
 
+    from .._module import Tool
     from .._registry import Registry
     from .._runtime import RuntimeConfig
 
@@ -167,6 +168,17 @@ _END_SESSION_TOOL: Final = types.Tool(
         "Only the session this call belongs to is ended."
     ),
     input_schema=_NO_ARGUMENTS,
+    output_schema={
+        "type": "object",
+        "properties": {"sessionId": {"type": "string"}, "deleted": {"type": "integer"}},
+        "required": ["sessionId", "deleted"],
+        "additionalProperties": False,
+    },
+    title="End session",
+    # Deletes stored state; ending an ended session again deletes nothing more.
+    annotations=types.ToolAnnotations(
+        title="End session", destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
 )
 
 
@@ -177,12 +189,32 @@ def _tool_list(registry: Registry) -> types.ListToolsResult:
     tools = [
         types.Tool(
             name=tool.full_name,
+            title=tool.title,
             description=tool.description or None,
             input_schema=dict(tool.signature.input_schema),
+            output_schema=None if tool.output_schema is None else dict(tool.output_schema),
+            annotations=_annotations(tool),
         )
         for tool in registry.tools()
     ]
     return types.ListToolsResult(tools=[*tools, _END_SESSION_TOOL])
+
+
+def _annotations(tool: Tool) -> types.ToolAnnotations | None:
+    """What the tool declared about itself, as MCP hints; None when it declared nothing."""
+    # Undeclared is read-only=False, which is also the hint's default.
+    read_only = True if tool.read_only else None
+    hints = (tool.title, read_only, tool.destructive, tool.idempotent, tool.open_world)
+    if all(hint is None for hint in hints):
+        return None
+    return types.ToolAnnotations(
+        # Also here, where clients of 2025-03-26 (before Tool.title) look for a title.
+        title=tool.title,
+        read_only_hint=read_only,
+        destructive_hint=tool.destructive,
+        idempotent_hint=tool.idempotent,
+        open_world_hint=tool.open_world,
+    )
 
 
 @attrs.frozen
