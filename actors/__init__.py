@@ -13,6 +13,7 @@ from ._blocking import BlockingRuntime as BlockingRuntime
 from ._blocking import open_blocking_runtime as open_blocking_runtime
 from ._durable import Durable as Durable
 from ._durable import StateLoadError as StateLoadError
+from ._error_result import error_result as error_result
 from ._errors import ActorCrashedError as ActorCrashedError
 from ._errors import ArgumentsError as ArgumentsError
 from ._errors import CallTimeoutError as CallTimeoutError
@@ -26,6 +27,11 @@ from ._guest import AsyncioRuntime as AsyncioRuntime
 from ._guest import open_asyncio_runtime as open_asyncio_runtime
 from ._module import Tool as Tool
 from ._module import ToolModule as ToolModule
+from ._observe import CallRecord as CallRecord
+from ._observe import Observer as Observer
+from ._observe import Observers as Observers
+from ._observe import StopReason as StopReason
+from ._observe import outcome_of as outcome_of
 from ._prepare import PreparedCall as PreparedCall
 from ._prepare import prepare_call as prepare_call
 from ._registry import Registry as Registry

@@ -33,6 +33,7 @@ from ._result import ServiceInfo as ServiceInfo
 from ._result import TextContent as TextContent
 from ._result import ToolResult as ToolResult
 from ._result import render_data as render_data
+from ._result import service_info_of as service_info_of
 from ._result import to_tool_result as to_tool_result
 from ._result import unwrap as unwrap
 from ._scope import TENANT_SEPARATOR as TENANT_SEPARATOR

@@ -62,13 +62,16 @@ class ToolName:
         return f"{prefix}{self.server}{SEPARATOR}{self.tool}"
 
 
-def name_from_service(name: str, service: ServiceInfo) -> str:
+def name_from_service(name: str, service: ServiceInfo | None) -> str:
     """Resolve `name` to a full name using the ServiceInfo of the result it came from.
 
-    A scheme-prefixed name and a name that is already full are returned as they are;
-    a base name becomes the full name of `service`'s server. This is how a UI that
-    re-calls a tool by the base name it found in a result gets the name to call.
+    A base name becomes the full name of `service`'s server (``builtin.``
+    added for a built-in tool). Everything else is returned as it is: a
+    scheme-prefixed name, a name that is already full (it has ``__``, or the
+    ``builtin.`` prefix that only full names carry), and any name when there
+    is no `service` to resolve it with. This is how a UI that re-calls a tool
+    by the base name it found in a result gets the name to call.
     """
-    if has_scheme(name) or SEPARATOR in name:
+    if service is None or has_scheme(name) or SEPARATOR in name or name.startswith(BUILTIN_PREFIX):
         return name
     return str(ToolName(service.server_name, name, service.backend_type))

@@ -13,10 +13,13 @@ from protocol import (
     SERVICE_INFO_META_KEY,
     BackendType,
     CallResult,
+    ProtocolError,
     ServiceInfo,
+    TextContent,
     ToolName,
     ToolNameError,
     name_from_service,
+    service_info_of,
     to_tool_result,
     unwrap,
 )
@@ -96,13 +99,95 @@ class TestCallResult:
         assert [item.service for item in items] == [PLANNING, store]
 
     def test_wire_shape(self) -> None:
-        """to_wire produces the MCP CallToolResult fields."""
+        """to_wire produces the MCP CallToolResult fields: summary, then the data as JSON."""
         wire = CallResult.both("hi", {"n": 1}).to_wire()
         assert wire == {
-            "content": [{"type": "text", "text": "hi"}],
+            "content": [
+                {"type": "text", "text": "hi"},
+                {"type": "text", "text": '{\n  "n": 1\n}'},
+            ],
             "structuredContent": {"n": 1},
             "isError": False,
         }
+
+    @given(st.text(), data_objects)
+    def test_the_text_carries_every_field_of_the_data(
+        self, summary: str, data: dict[str, Any]
+    ) -> None:
+        """A text-only client loses nothing: the last text item is the whole data as JSON."""
+        wire = CallResult.both(summary, data).to_wire()
+        assert json.loads(wire["content"][-1]["text"]) == data
+        assert unwrap(wire) == data  # the unwrap order still prefers structuredContent
+        if summary:
+            assert to_tool_result(wire).text == summary  # the summary stays first
+
+    def test_a_result_built_without_the_json_gets_it_on_the_wire(self) -> None:
+        """A handler's own CallResult with data but no rendering still sends it as text."""
+        result = CallResult((TextContent("3 items"),), {"count": 3}).stamped(PLANNING)
+        content = result.to_wire()["content"]
+        assert [json.loads(item["text"]) for item in content[1:]] == [{"count": 3}]
+        assert content[1]["_meta"][SERVICE_INFO_META_KEY]["toolName"] == "create_goal"
+
+    def test_the_json_is_not_sent_twice(self) -> None:
+        """A result whose last item already is the rendering gets no second copy."""
+        for result in (CallResult.data({"a": 1}), CallResult.both("s", {"a": 1})):
+            wire = result.stamped(PLANNING).to_wire()
+            assert [item["text"] for item in wire["content"]].count('{\n  "a": 1\n}') == 1
+
+
+class TestServiceInfoOf:
+    def test_reads_back_what_the_server_stamped(self) -> None:
+        """The ServiceInfo of a received wire item is the one its result was stamped with."""
+        for item in CallResult.both("x", {"n": 1}).stamped(PLANNING).to_wire()["content"]:
+            assert service_info_of(item) == PLANNING
+
+    def test_an_sdk_item_is_read_through_its_meta_attribute(self) -> None:
+        """An item the MCP SDK client parsed (``meta`` attribute) works as well."""
+        mcp_types = pytest.importorskip("mcp.types")
+        wire = CallResult.text("x").stamped(PLANNING).to_wire()["content"][0]
+        assert service_info_of(mcp_types.TextContent.model_validate(wire)) == PLANNING
+
+    @pytest.mark.parametrize("item", [{"type": "text", "text": "x"}, {"_meta": {"other": 1}}])
+    def test_an_unstamped_item_has_none(self, item: dict[str, Any]) -> None:
+        """No ServiceInfo is not an error: the item came from elsewhere."""
+        assert service_info_of(item) is None
+
+    @pytest.mark.parametrize(
+        ("meta", "problem"),
+        [
+            ([], "_meta must be an object"),
+            ({SERVICE_INFO_META_KEY: "planning"}, "must be an object"),
+            ({SERVICE_INFO_META_KEY: {"serverName": "p", "toolName": "t"}}, "no 'backendType'"),
+            (
+                {
+                    SERVICE_INFO_META_KEY: {
+                        "serverName": "p",
+                        "toolName": 7,
+                        "backendType": "builtin",
+                    }
+                },
+                "toolName must be a string",
+            ),
+            (
+                {
+                    SERVICE_INFO_META_KEY: {
+                        "serverName": "p\nx",
+                        "toolName": "t",
+                        "backendType": "builtin",
+                    }
+                },
+                "serverName .* is not a tool or server name",
+            ),
+            (
+                {SERVICE_INFO_META_KEY: {"serverName": "p", "toolName": "t", "backendType": "x"}},
+                "backendType must be one of",
+            ),
+        ],
+    )
+    def test_a_malformed_service_info_is_refused_by_name(self, meta: object, problem: str) -> None:
+        """A wrong ServiceInfo would re-call the wrong tool: it is refused, never guessed."""
+        with pytest.raises(ProtocolError, match=problem):
+            service_info_of({"type": "text", "text": "x", "_meta": meta})
 
 
 class TestToolNames:
@@ -140,3 +225,13 @@ class TestToolNames:
     def test_scheme_and_full_names_pass_through(self, name: str) -> None:
         """`tauri:` commands and names that are already full are left untouched."""
         assert name_from_service(name, PLANNING) == name
+
+    def test_builtin_names_are_already_full(self) -> None:
+        """``builtin.x`` is a full name of the builtin backend, never prefixed with a server."""
+        external = ServiceInfo("filesystem", "read_file", BackendType.EXTERNAL)
+        assert name_from_service("builtin.foo", external) == "builtin.foo"
+
+    @pytest.mark.parametrize("name", ["list_goals", "builtin.foo", "a__b", "tauri:x"])
+    def test_without_a_service_info_the_name_is_kept(self, name: str) -> None:
+        """Nothing to resolve with: the name is returned as it is, not an AttributeError."""
+        assert name_from_service(name, None) == name

@@ -66,6 +66,7 @@ from protocol import (
     parse_call,
 )
 
+from .._error_result import error_result
 from .._errors import (
     ActorCrashedError,
     ArgumentsError,
@@ -371,7 +372,7 @@ class McpAdapter:
             attempt.outcome = _outcome_of(exc)
             if isinstance(exc, TenantError):
                 attempt.context = exc.context  # which session the caller reached for
-            return _Report(CallResult.error(str(exc)).stamped(tool.service))
+            return _Report(error_result(exc, tool.service))
         attempt.outcome = "tool_error" if result.is_error else "ok"
         return _Report(result)
 
@@ -386,8 +387,12 @@ class McpAdapter:
                 raise ArgumentsError(msg)
             session = parsed.context.session_id
             deleted = await self._runtime.end_session(session)
-        except (ProtocolError, RuntimeCallError, StoreError) as exc:
-            attempt.outcome = "store_error" if isinstance(exc, StoreError) else _outcome_of(exc)
+        except (ProtocolError, RuntimeCallError) as exc:
+            attempt.outcome = _outcome_of(exc)
+            return _Report(error_result(exc, _END_SESSION_SERVICE))
+        except StoreError as exc:
+            # The store's own message: it names the store's trouble, not a secret.
+            attempt.outcome = "store_error"
             return _Report(CallResult.error(str(exc)).stamped(_END_SESSION_SERVICE))
         attempt.outcome = "ok"
         text = f"Session {session!r} ended: its state is gone ({deleted} stored item(s) deleted)."
