@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import time
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
 
-from .store import StoreError
+from .store import StoreError, VersionConflict
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
 
     from ._durable import Durable
     from ._module import ToolModule
-    from .store import StateStore
+    from ._observe import Observer
+    from .store import StateStore, Stored
 
 __all__ = ["Keeper"]
 
@@ -63,6 +65,8 @@ class Keeper:
     """The digest of the stored blob, to skip writes that would change nothing."""
     stale: bool = False
     """The in-memory state may differ from the store's: load it before the next call."""
+    observer: Observer | None = None
+    """Told how long each load and write took, and how the write ended."""
 
     @property
     def durable(self) -> Durable[Any] | None:
@@ -80,7 +84,7 @@ class Keeper:
         if durable is None or self.store is None:
             self.state = self.module.state(self.key.context)
             return
-        stored = await self.store.load(self.key)
+        stored = await self._load(self.store)
         if stored is None:
             self.state = self.module.state(self.key.context)
             self.version = self.digest = None
@@ -114,7 +118,34 @@ class Keeper:
         digest = _digest(blob)
         changed = digest != self.digest
         if changed:
-            self.version = await self.store.save(self.key, blob, self.version)
+            self.version = await self._save(self.store, blob)
             self.digest = digest
+        elif self.observer is not None:
+            self.observer.state_saved(self.key, 0.0, "unchanged")
         self.stale = False
         return changed
+
+    async def _load(self, store: StateStore) -> Stored | None:
+        if self.observer is None:
+            return await store.load(self.key)
+        started = time.perf_counter()
+        stored = await store.load(self.key)
+        self.observer.state_loaded(
+            self.key, time.perf_counter() - started, found=stored is not None
+        )
+        return stored
+
+    async def _save(self, store: StateStore, blob: bytes) -> int:
+        if self.observer is None:
+            return await store.save(self.key, blob, self.version)
+        started = time.perf_counter()
+        outcome = "failed"
+        try:
+            version = await store.save(self.key, blob, self.version)
+            outcome = "written"
+        except VersionConflict:
+            outcome = "conflict"
+            raise
+        finally:
+            self.observer.state_saved(self.key, time.perf_counter() - started, outcome)
+        return version

@@ -44,6 +44,8 @@ class PreparedCall:
     """The key of the actor that runs it."""
     session_defaulted: bool
     """True when nothing named a session and the lenient policy's default was used."""
+    meta: Mapping[str, Any] | None = None
+    """The call's ``_meta`` as sent, for observers (a trace context may ride in it)."""
 
 
 def prepare_call(
@@ -67,4 +69,6 @@ def prepare_call(
     arguments = tool.signature.bind(parsed.arguments)
     module = tool.module
     route = (module.name, *module.scope.parts(parsed.context))
-    return PreparedCall(tool, parsed.context, arguments, route, parsed.session_defaulted)
+    return PreparedCall(
+        tool, parsed.context, arguments, route, parsed.session_defaulted, params.get("_meta")
+    )

@@ -97,9 +97,10 @@ import heapq
 import itertools
 import logging
 import math
+import time
 from collections import OrderedDict
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, ClassVar, final
 
 import attrs
 import trio
@@ -109,7 +110,9 @@ from protocol import (
     ActorKey,
     CallResult,
     ContextPolicy,
+    ProtocolError,
     ToolContext,
+    call_name,
     tenant_of,
 )
 
@@ -124,6 +127,7 @@ from ._errors import (
 )
 from ._keeper import Keeper
 from ._module import Tool, ToolModule, run_hook
+from ._observe import OK, TOOL_ERROR, CallRecord, Observer, Observers, StopReason, outcome_of
 from ._prepare import PreparedCall, Route, prepare_call
 from ._registry import Registry
 from .store import StoreError, VersionConflict
@@ -261,6 +265,7 @@ class _Envelope:
     outcome: _Outcome | None = None
     abandoned: bool = False  # the caller was cancelled before the call started
     on_reply: Callable[[_Outcome], None] | None = None  # a caller outside trio (`submit_nowait`)
+    observed: ClassVar[bool] = False  # an `_ObservedEnvelope`: tell the observer its times
 
     def reply(self, outcome: _Outcome) -> None:
         self.outcome = outcome
@@ -272,6 +277,39 @@ class _Envelope:
         """The caller went away: skip the call if it has not started (its reply is dropped)."""
         if not self.done.is_set():
             self.abandoned = True
+
+
+@attrs.define(eq=False)
+class _ObservedEnvelope(_Envelope):
+    """An envelope of a runtime with an observer: it keeps its times and reports its reply.
+
+    A subclass, so that an unobserved runtime's envelopes carry none of it.
+    """
+
+    observer: Observer = attrs.field(kw_only=True)
+    meta: Mapping[str, Any] | None = attrs.field(kw_only=True)
+    accepted: float = attrs.field(kw_only=True, factory=time.perf_counter)
+    started: float | None = attrs.field(kw_only=True, default=None)
+    observed: ClassVar[bool] = True
+
+    def reply(self, outcome: _Outcome) -> None:
+        super().reply(outcome)
+        if isinstance(outcome, CallResult):
+            label = TOOL_ERROR if outcome.is_error else OK
+        else:
+            label = outcome_of(outcome)
+        tool = self.tool
+        record = CallRecord(
+            tool.full_name,
+            tool.module.name,
+            self.context,
+            label,
+            self.accepted,
+            self.started,
+            time.perf_counter(),
+            self.meta,
+        )
+        self.observer.call_finished(record)
 
 
 @attrs.define(eq=False)
@@ -323,6 +361,7 @@ class _Actor:
     current: _Envelope | None = None
     worker: _Worker | None = None  # the thread of a heavy call, from its start to its end
     cancelled: bool = False  # the runtime cancelled it (shutdown_grace is over)
+    stop_reason: StopReason = StopReason.SHUTDOWN  # set by whoever retires it otherwise
     scope: trio.CancelScope | None = None  # a background state's cancellable part, if any
     finished: bool = False
     # Made only when someone waits: most actors never are, and an Event
@@ -394,11 +433,14 @@ class Runtime:
         registry: Registry,
         config: RuntimeConfig,
         store: StateStore | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self._nursery = nursery
         self._registry = registry
         self._config = config
         self._store = store
+        # Guarded, so that an observer's bug never reaches a call (see Observers).
+        self._observer = None if observer is None else Observers([observer])
         # Sessions being ended (by how many end_session calls): their calls are refused.
         self._ending: collections.Counter[str] = collections.Counter()
         # The routing table: each key's newest actor, least recently used first.
@@ -442,7 +484,7 @@ class Runtime:
         RuntimeClosedError or CapacityError for a call the runtime could not
         complete. See the module docstring for cancellation.
         """
-        return await self.run(prepare_call(self._registry, params, self._config.policy, caller))
+        return await self.run(self.prepare(params, caller=caller))
 
     def prepare(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> PreparedCall:
         """Check a call and work out its actor without sending it (`actors.prepare_call`).
@@ -451,7 +493,19 @@ class Runtime:
         (`protocol.Caller`): its default session and tenant apply. ``None``, an
         embedding program's own call, takes the call's context as given.
         """
-        return prepare_call(self._registry, params, self._config.policy, caller)
+        try:
+            return prepare_call(self._registry, params, self._config.policy, caller)
+        except (ProtocolError, RuntimeCallError) as error:
+            if self._observer is not None:
+                self._observer.call_refused(self._resolved_name(params), outcome_of(error))
+            raise
+
+    def _resolved_name(self, params: Mapping[str, Any]) -> str | None:
+        """The full name of the tool `params` names; None when it names none (never a label)."""
+        try:
+            return self._registry.resolve(call_name(params)).full_name
+        except (ProtocolError, RuntimeCallError):
+            return None
 
     def _log_defaulted(self, tool: Tool, session: str) -> None:
         """Warn of the first call to `tool` without a session; later ones only at DEBUG.
@@ -486,7 +540,13 @@ class Runtime:
         # One coroutine frame from here to the reply: this is every call's hot path.
         if call.session_defaulted:
             self._log_defaulted(call.tool, call.context.session_id)
-        envelope = _Envelope(call.tool, call.context, call.arguments)
+        envelope = (
+            _Envelope(call.tool, call.context, call.arguments)
+            if self._observer is None
+            else _ObservedEnvelope(
+                call.tool, call.context, call.arguments, observer=self._observer, meta=call.meta
+            )
+        )
         while (full := self._offer(call, envelope)) is not None:
             if await self._send_when_room(full, envelope):
                 self._counters.calls += 1
@@ -515,7 +575,18 @@ class Runtime:
         """
         if call.session_defaulted:
             self._log_defaulted(call.tool, call.context.session_id)
-        envelope = _Envelope(call.tool, call.context, call.arguments, on_reply=on_reply)
+        envelope = (
+            _Envelope(call.tool, call.context, call.arguments, on_reply=on_reply)
+            if self._observer is None
+            else _ObservedEnvelope(
+                call.tool,
+                call.context,
+                call.arguments,
+                on_reply=on_reply,
+                observer=self._observer,
+                meta=call.meta,
+            )
+        )
         full = self._offer(call, envelope)
         if full is not None:
             full.pending -= 1  # not accepted, and nobody waits to send it
@@ -534,10 +605,10 @@ class Runtime:
         context = call.context
         if self._closing:
             msg = "the runtime is shutting down and takes no new calls"
-            raise RuntimeClosedError(msg)
+            raise self._refusal(call, RuntimeClosedError(msg))
         if self._ending and self._ending[context.session_id]:
             msg = f"session {context.session_id!r} is being ended; retry once it is"
-            raise SessionEndingError(msg)
+            raise self._refusal(call, SessionEndingError(msg))
         actor = self._actors.get(route)
         if actor is None or not actor.accepting:
             actor = self._start(route, call.tool.module, predecessor=actor)
@@ -550,6 +621,12 @@ class Runtime:
             return actor
         self._counters.calls += 1
         return None
+
+    def _refusal(self, call: PreparedCall, error: RuntimeCallError) -> RuntimeCallError:
+        """`error`, which refuses `call` at the door, once the observer has been told."""
+        if self._observer is not None:
+            self._observer.call_refused(call.tool.full_name, outcome_of(error))
+        return error
 
     @staticmethod
     async def _send_when_room(actor: _Actor, envelope: _Envelope) -> bool:
@@ -582,6 +659,7 @@ class Runtime:
             if victim is not None:
                 self._counters.evicted += 1
                 logger.debug("evicting %s to make room for tenant %r", victim.key, tenant)
+                victim.stop_reason = StopReason.EVICTED
                 victim.retire()
                 await victim.wait_finished()
                 continue
@@ -696,19 +774,22 @@ class Runtime:
             return
         self._counters.expired += 1
         logger.debug("actor for %s idle for %g s; stopping", actor.key, actor.ttl)
+        actor.stop_reason = StopReason.EXPIRED
         actor.retire()
 
     # ---- the actor task -------------------------------------------------------
 
     async def _run_actor(self, actor: _Actor) -> None:
         key = actor.key
-        keeper = Keeper(key, actor.module, self._store)
+        keeper = Keeper(key, actor.module, self._store, observer=self._observer)
         started = False  # a state exists (made or loaded)
         error: Callable[[], RuntimeCallError] = self._shutdown_error
         try:
             await self._activate(actor)
             await keeper.start()
             started = True
+            if self._observer is not None:
+                self._observer.actor_started(key)
             await run_hook(getattr(keeper.state, "on_start", None))
             background = getattr(keeper.state, "start_background", None)
             if background is None:
@@ -722,6 +803,7 @@ class Runtime:
             # its pending calls fail, the next call to the key starts afresh
             # (a durable state loads again from the store).
             self._counters.crashed += 1
+            actor.stop_reason = StopReason.CRASHED
             logger.exception("actor for %s crashed", key)
             error = functools.partial(ActorCrashedError, key, _sole_cause(exc))
         finally:
@@ -729,6 +811,8 @@ class Runtime:
             self._counters.errors += actor.fail_pending(error)
             if started and not actor.stopped:
                 await self._stop_state(actor, keeper.state)
+            if started and self._observer is not None:
+                self._observer.actor_stopped(key, actor.stop_reason)
             self._release(actor)
             logger.debug("actor stopped for %s", key)
 
@@ -882,6 +966,9 @@ class Runtime:
                 actor.pending -= 1
                 continue
             actor.current = envelope
+            if envelope.observed:
+                assert isinstance(envelope, _ObservedEnvelope)
+                envelope.started = time.perf_counter()
             tool = envelope.tool
             # Only code that awaits can be cancelled, so the deadline is armed
             # for async and heavy handlers and hooks; an inline sync handler
@@ -1046,6 +1133,7 @@ class Runtime:
             doomed = [a for a in self._running if a.key.context.session_id == session_id]
             for actor in doomed:
                 if actor.accepting:
+                    actor.stop_reason = StopReason.SESSION_ENDED
                     actor.retire()  # it answers what it already accepted, then stops
             for actor in doomed:
                 await actor.wait_finished()
@@ -1164,13 +1252,16 @@ async def open_runtime(
     config: RuntimeConfig | None = None,
     *,
     store: StateStore | None = None,
+    observer: Observer | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime serving `modules`; every actor lives inside this block.
 
     With a `store` (see `actors.store.open_store`), durable modules load their
     state from it and write it after every call that may change it; without
     one, all state lives in memory and goes with its actor. The store must
-    stay open for the whole block.
+    stay open for the whole block. An `observer` (`actors.Observer`) is told
+    what happens to actors, calls and stored states (``actors.telemetry`` has
+    metrics and traces); without one, nothing is measured.
 
     On exit (normal, error or cancellation) the runtime stops taking calls,
     lets accepted ones finish for ``config.shutdown_grace`` seconds, cancels
@@ -1182,7 +1273,7 @@ async def open_runtime(
     body_error: BaseException | None = None
     async with trio.open_nursery() as nursery:
         actors, host = await nursery.start(_host_actors)
-        runtime = Runtime(actors, registry, config, store)
+        runtime = Runtime(actors, registry, config, store, observer)
         reaper, sweeper = trio.CancelScope(), trio.CancelScope()
         nursery.start_soon(_run_in, reaper, runtime._reap, name="actors reaper")
         if store is not None and config.state_retention is not None:
