@@ -34,6 +34,8 @@ from ._observe import StopReason as StopReason
 from ._observe import outcome_of as outcome_of
 from ._prepare import PreparedCall as PreparedCall
 from ._prepare import prepare_call as prepare_call
+from ._progress import Progress as Progress
+from ._progress import ProgressReport as ProgressReport
 from ._registry import Registry as Registry
 from ._runtime import ActorInfo as ActorInfo
 from ._runtime import Runtime as Runtime

@@ -83,6 +83,7 @@ if TYPE_CHECKING:
 
     from ._module import ToolModule
     from ._prepare import PreparedCall, Route
+    from ._progress import ProgressReport
     from ._registry import Registry
     from ._runtime import ActorInfo, Runtime, RuntimeConfig, RuntimeStatistics
 
@@ -408,11 +409,17 @@ class AsyncioRuntime:
         """`Runtime.prepare`: check a call and work out its actor; nothing is sent."""
         return self._runtime.prepare(params, caller=caller)
 
-    async def run(self, call: PreparedCall) -> CallResult:
-        """`Runtime.run`: run a prepared call on its key's actor, in the trio run."""
+    async def run(
+        self, call: PreparedCall, *, progress: Callable[[ProgressReport], None] | None = None
+    ) -> CallResult:
+        """`Runtime.run`: run a prepared call on its key's actor, in the trio run.
+
+        `progress` is called in the trio run, on this loop's thread.
+        """
         self._guest.check_open()
-        work = functools.partial(self._runtime.run, call)
-        return await self._guest.run(work, call.route, call)
+        work = functools.partial(self._runtime.run, call, progress=progress)
+        # The direct submission carries no listener: a call that reports takes the task.
+        return await self._guest.run(work, call.route, call if progress is None else None)
 
     async def end_session(self, session_id: str) -> int:
         """`Runtime.end_session`: stop the session's actors, delete its stored state."""

@@ -58,6 +58,7 @@ import cattrs
 
 from protocol import BackendType, CallResult, Scope, ServiceInfo, TextContent, ToolContext
 
+from ._progress import Progress
 from ._schema import Signature, output_schema_of, signature_of
 
 if TYPE_CHECKING:
@@ -146,10 +147,24 @@ class Tool:
     output_schema: Mapping[str, Any] | None = None
     """The JSON Schema of the structured data the tool returns; ``None`` when it returns none."""
 
-    def invoke(self, state: object, context: ToolContext, arguments: dict[str, Any]) -> Any:
-        """Call the handler; returns its result, or a coroutine when `is_async`."""
-        if self.signature.context_parameter is not None:
-            arguments = {**arguments, self.signature.context_parameter: context}
+    def invoke(
+        self,
+        state: object,
+        context: ToolContext,
+        arguments: dict[str, Any],
+        progress: Progress | None = None,
+    ) -> Any:
+        """Call the handler; returns its result, or a coroutine when `is_async`.
+
+        `progress` is the call's reporter, for a handler that takes one; a
+        reporter to nobody when None.
+        """
+        signature = self.signature
+        if signature.context_parameter is not None:
+            arguments = {**arguments, signature.context_parameter: context}
+        if signature.progress_parameter is not None:
+            reporter = Progress() if progress is None else progress
+            arguments = {**arguments, signature.progress_parameter: reporter}
         return self.handler(state, **arguments)
 
     def result_of(self, value: object) -> CallResult:

@@ -129,6 +129,7 @@ from ._keeper import Keeper
 from ._module import Tool, ToolModule, run_hook
 from ._observe import OK, TOOL_ERROR, CallRecord, Observer, Observers, StopReason, outcome_of
 from ._prepare import PreparedCall, Route, prepare_call
+from ._progress import Progress, ProgressReport
 from ._registry import Registry
 from .store import StoreError, VersionConflict
 
@@ -265,6 +266,7 @@ class _Envelope:
     outcome: _Outcome | None = None
     abandoned: bool = False  # the caller was cancelled before the call started
     on_reply: Callable[[_Outcome], None] | None = None  # a caller outside trio (`submit_nowait`)
+    progress: Callable[[ProgressReport], None] | None = None  # who hears the tool's progress
     observed: ClassVar[bool] = False  # an `_ObservedEnvelope`: tell the observer its times
 
     def reply(self, outcome: _Outcome) -> None:
@@ -535,16 +537,27 @@ class Runtime:
         params = {"name": name, "arguments": arguments, "_meta": meta}
         return await self.call(params, caller=caller)
 
-    async def run(self, call: PreparedCall) -> CallResult:
-        """Run a prepared call on its key's actor; raises as `call` does once the call is sent."""
+    async def run(
+        self, call: PreparedCall, *, progress: Callable[[ProgressReport], None] | None = None
+    ) -> CallResult:
+        """Run a prepared call on its key's actor; raises as `call` does once the call is sent.
+
+        `progress` hears what the tool reports (`actors.Progress`), in order, on
+        the runtime's loop; it must not block.
+        """
         # One coroutine frame from here to the reply: this is every call's hot path.
         if call.session_defaulted:
             self._log_defaulted(call.tool, call.context.session_id)
         envelope = (
-            _Envelope(call.tool, call.context, call.arguments)
+            _Envelope(call.tool, call.context, call.arguments, progress=progress)
             if self._observer is None
             else _ObservedEnvelope(
-                call.tool, call.context, call.arguments, observer=self._observer, meta=call.meta
+                call.tool,
+                call.context,
+                call.arguments,
+                progress=progress,
+                observer=self._observer,
+                meta=call.meta,
             )
         )
         while (full := self._offer(call, envelope)) is not None:
@@ -1079,7 +1092,7 @@ class Runtime:
     async def _invoke(state: object, envelope: _Envelope) -> CallResult:
         tool = envelope.tool
         try:
-            value = tool.invoke(state, envelope.context, envelope.arguments)
+            value = tool.invoke(state, envelope.context, envelope.arguments, _reporter(envelope))
             if tool.is_async:
                 value = await value
             return tool.result_of(value)
@@ -1096,7 +1109,9 @@ class Runtime:
         """
         worker = _Worker(self._threads)
         name = f"heavy {envelope.tool.full_name} for {actor.key}"
-        await worker.start(functools.partial(self._invoke_sync, state, envelope), name)
+        # The reporter is made here, on the loop, for the thread to report through.
+        work = functools.partial(self._invoke_sync, state, envelope, _reporter(envelope))
+        await worker.start(work, name)
         actor.worker = worker
         await worker.finished.wait()
         actor.worker = None
@@ -1104,11 +1119,12 @@ class Runtime:
         return worker.result.unwrap()
 
     @staticmethod
-    def _invoke_sync(state: object, envelope: _Envelope) -> CallResult:
+    def _invoke_sync(state: object, envelope: _Envelope, progress: Progress | None) -> CallResult:
         """A heavy handler's call and result conversion, in its worker thread."""
         tool = envelope.tool
         try:
-            return tool.result_of(tool.invoke(state, envelope.context, envelope.arguments))
+            value = tool.invoke(state, envelope.context, envelope.arguments, progress)
+            return tool.result_of(value)
         except Exception as exc:
             return _failure(tool, exc)
 
@@ -1217,6 +1233,15 @@ def _failure(tool: Tool, exc: Exception) -> CallResult:
     logger.exception("tool %s failed", tool.full_name)
     message = f"tool {tool.full_name!r} failed: {type(exc).__name__}: {exc}"
     return CallResult.error(message).stamped(tool.service)
+
+
+def _reporter(envelope: _Envelope) -> Progress | None:
+    """The call's progress reporter, when someone listens and the tool can report."""
+    listener = envelope.progress
+    if listener is None or envelope.tool.signature.progress_parameter is None:
+        return None
+    # Reports that come after the reply (a heavy thread past its deadline) are dropped.
+    return Progress(lambda report: None if envelope.done.is_set() else listener(report))
 
 
 def _sole_cause(exc: Exception) -> Exception:

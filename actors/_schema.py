@@ -55,6 +55,7 @@ from cattrs.gen import make_mapping_structure_fn
 from protocol import CallResult, ToolContext
 
 from ._errors import ArgumentsError
+from ._progress import Progress
 
 if typing.TYPE_CHECKING:
     from collections.abc import Iterator
@@ -79,6 +80,8 @@ class Signature:
     """The JSON Schema of the tool's arguments object."""
     context_parameter: str | None
     """The handler parameter annotated `ToolContext`, which receives the call's context."""
+    progress_parameter: str | None
+    """The handler parameter annotated `Progress`, which receives the call's reporter."""
     _arguments_class: type[Any] = attrs.field(repr=False)
     """The attrs class the arguments object structures into."""
     _structure: _Hook = attrs.field(repr=False)
@@ -218,12 +221,9 @@ class _Field:
 def _derive(handler: Callable[..., Any]) -> Signature:
     parameters = _argument_parameters(handler)
     hints = _hints(handler, getattr(handler, "__qualname__", "the handler"))
-    contexts = [p.name for p in parameters if hints.get(p.name) is ToolContext]
-    if len(contexts) > 1:
-        msg = f"parameters {', '.join(map(repr, contexts))} all take the ToolContext; keep one"
-        raise _UnsupportedError(msg)
-    context = contexts[0] if contexts else None
-    rest = [p for p in parameters if p.name != context]
+    context = _injected(parameters, hints, ToolContext)
+    progress = _injected(parameters, hints, Progress)
+    rest = [p for p in parameters if p.name not in (context, progress)]
     builder = _SchemaBuilder()
     if len(rest) == 1 and _is_attrs_class(hints.get(rest[0].name)):
         arguments_class: type[Any] = hints[rest[0].name]
@@ -238,12 +238,22 @@ def _derive(handler: Callable[..., Any]) -> Signature:
     return Signature(
         input_schema=schema,
         context_parameter=context,
+        progress_parameter=progress,
         arguments_class=arguments_class,
         structure=_converter.get_structure_hook(arguments_class),
         single_parameter=single_parameter,
         copy_arguments=builder.mentions_any,
         parameter_names=tuple(field.name for field in attrs.fields(arguments_class)),
     )
+
+
+def _injected(parameters: list[inspect.Parameter], hints: dict[str, Any], kind: type) -> str | None:
+    """The one parameter annotated `kind`, which the runtime fills in; None if there is none."""
+    names = [p.name for p in parameters if hints.get(p.name) is kind]
+    if len(names) > 1:
+        msg = f"parameters {', '.join(map(repr, names))} all take the {kind.__name__}; keep one"
+        raise _UnsupportedError(msg)
+    return names[0] if names else None
 
 
 def _argument_parameters(handler: Callable[..., Any]) -> list[inspect.Parameter]:

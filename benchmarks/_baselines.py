@@ -28,7 +28,7 @@ from actors import ToolModule, prepare_call
 from protocol import CallResult, Scope, ToolContext
 
 if TYPE_CHECKING:
-    from actors import PreparedCall, Registry, Runtime, RuntimeConfig
+    from actors import PreparedCall, ProgressReport, Registry, Runtime, RuntimeConfig
 
 __all__ = [
     "ChannelFloor",
@@ -270,8 +270,10 @@ class HandlersDirect:
         """Prepare and run one call on its key's state, here and now."""
         return await self.run(prepare_call(self.registry, params, self.config.policy))
 
-    async def run(self, call: PreparedCall) -> CallResult:
-        """Run a prepared call on its key's state, here and now."""
+    async def run(
+        self, call: PreparedCall, *, progress: Callable[[ProgressReport], None] | None = None
+    ) -> CallResult:
+        """Run a prepared call on its key's state, here and now (its progress goes nowhere)."""
         tool = call.tool
         module = tool.module
         state = self._states.get(call.route)

@@ -76,6 +76,7 @@ from protocol import CallResult, Scope, ToolContext
 from .._durable import Durable
 from .._errors import ToolError
 from .._module import ToolModule
+from .._progress import Progress  # noqa: TC001 -- read by the schema builder at registration
 
 __all__ = ["ContentLimits", "ContentStoreState", "content_store", "content_store_with"]
 
@@ -494,6 +495,7 @@ def search_content(
         "A few words to look for (long queries are refused); "
         "ranked by BM25 over filename and content.",
     ],
+    progress: Progress,
     limit: Annotated[int, "How many results at most, 1 to 100."] = 5,
 ) -> CallResult:
     """Search this session's documents and return the best matches with a snippet each."""
@@ -502,6 +504,8 @@ def search_content(
         raise ToolError(msg)
     terms = state.query_terms(query)
     hits = state.rank(terms, limit)
+    # Two steps: ranking (the long one), then the snippets; the result says the second is done.
+    progress.report(1, total=2, message=f"ranked {len(state.items)} document(s)")
     words, window = set(terms), _SNIPPET_BUDGET // max(len(hits), 1)
     results = [
         {

@@ -47,8 +47,8 @@ class McpEndpoint:
     ``options`` are `ServeOptions`, as for ``serve --http``: ``http`` names the
     host the application is served on (its port is not used; on a loopback host
     the SDK's Host check applies), and ``tokens``, ``allow_origins``,
-    ``max_request_bytes``, ``max_sessions_per_token`` and
-    ``session_idle_timeout`` apply unchanged. The endpoint answers at
+    ``max_request_bytes``, ``max_sessions_per_token``, ``session_idle_timeout``
+    and ``max_stored_event_bytes`` apply unchanged. The endpoint answers at
     ``/mcp`` below where it is mounted (``app.mount("/", endpoint)`` serves
     ``/mcp``), and 503 outside its `serving` block::
 

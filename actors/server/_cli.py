@@ -21,6 +21,7 @@ import trio
 from protocol import ContextPolicy
 
 from ..store import StoreError
+from ._logs import LOG_FORMATS, LogFormat, log_handler
 from ._options import DEFAULT_MODULES, ConfigurationError, ServeOptions
 from ._serve import serve
 
@@ -137,6 +138,13 @@ def _address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+_ON_THE_HTTP_LISTENER: Final = "on the HTTP listener"
+
+
+def _metrics_address(text: str) -> tuple[str, int] | str:
+    return text if text == _ON_THE_HTTP_LISTENER else _address(text)
+
+
 def _token(text: str) -> tuple[str, str | None]:
     """``TOKEN`` or ``TOKEN=TENANT`` (split at the last ``=``) → ``(token, tenant)``."""
     token, equals, tenant = text.rpartition("=")
@@ -232,6 +240,14 @@ def _add_transport_options(serve: argparse.ArgumentParser) -> None:
         type=_positive_seconds,
         default=_DEFAULTS.session_idle_timeout,
         help="an HTTP session with no request for this long is closed (default %(default)g)",
+    )
+    group.add_argument(
+        "--max-stored-event-bytes",
+        metavar="N",
+        type=_positive_int,
+        default=_DEFAULTS.max_stored_event_bytes,
+        help="bytes of SSE events kept, all sessions together, so that a client whose HTTP "
+        "stream drops can resume it; the largest holder's oldest go first (default %(default)s)",
     )
     group.add_argument(
         "--max-in-flight",
@@ -383,6 +399,22 @@ def _add_runtime_options(serve: argparse.ArgumentParser) -> None:
         default="info",
         help="what to log to stderr (default info: one line per call)",
     )
+    group.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text lines (the default), or one JSON object per line with the call's fields",
+    )
+    group.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        nargs="?",
+        const=_ON_THE_HTTP_LISTENER,
+        type=_metrics_address,
+        help="serve Prometheus metrics (needs the metrics extra): alone, at /metrics on the "
+        "--http listener, behind its tokens; with HOST:PORT, on a listener of its own without "
+        "tokens, with /healthz and /readyz (the only way for a stdio server)",
+    )
 
 
 def read_tokens(path: Path) -> list[tuple[str, str | None]]:
@@ -419,13 +451,9 @@ def _token_table(pairs: Iterable[tuple[str, str | None]]) -> dict[str, str | Non
     return table
 
 
-def configure_logging(level: str) -> None:
+def configure_logging(level: str, log_format: LogFormat = "text") -> None:
     """Log to stderr at `level` as ``serve`` does: one line per event, libraries kept quiet."""
-    logging.basicConfig(
-        level=level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logging.basicConfig(level=level.upper(), handlers=[log_handler(log_format)])
     if level != "debug":
         for name in _QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
@@ -467,9 +495,12 @@ def _options(args: argparse.Namespace) -> ServeOptions:
         unsafe_shared_exec=args.unsafe_shared_exec,
         max_sessions_per_token=args.max_sessions_per_token,
         session_idle_timeout=args.session_idle_timeout,
+        max_stored_event_bytes=args.max_stored_event_bytes,
         max_in_flight=args.max_in_flight,
         state=args.state,
         max_request_bytes=args.max_request_bytes,
+        metrics=args.metrics is not None,
+        metrics_address=None if args.metrics in (None, _ON_THE_HTTP_LISTENER) else args.metrics,
     )
 
 
@@ -489,7 +520,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m actors serve"
         options.check()
     except (ConfigurationError, ValueError, OSError) as exc:
         cli.error(str(exc))
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     failures: list[str] = []
     try:
         trio.run(serve, options)

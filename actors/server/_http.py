@@ -2,7 +2,8 @@
 
 `http_app` builds the ASGI app: the SDK's Streamable HTTP app at `MCP_PATH`
 behind the gate of `actors.server._gate` (Origin 403, bearer token 401, body
-size 413, malformed JSON-RPC answered with its id, sessions per token 429).
+size 413, malformed JSON-RPC answered with its id, sessions per token 429),
+with resumable SSE streams (`actors.server._events`).
 On a loopback bind the SDK also checks the ``Host`` header (DNS rebinding).
 Operators' bearer tokens are checked by digest in constant time; each token's
 tenant rides in its claims and becomes the `protocol.Caller` of its requests.
@@ -31,7 +32,9 @@ from starlette.requests import Request
 
 from protocol import Caller
 
+from ._events import RETRY_INTERVAL_MS, BoundedEventStore, SessionScopes
 from ._gate import Gate, RefusalLog, SessionTable
+from ._ops import OpsRoutes
 from ._options import LOOPBACK_NAMES, is_loopback
 
 if TYPE_CHECKING:
@@ -40,10 +43,19 @@ if TYPE_CHECKING:
     from hypercorn.typing import ASGIFramework
     from mcp.server.context import ServerRequestContext
 
+    from ..telemetry import PrometheusMetrics
     from ._mcp import McpAdapter
+    from ._ops import Readiness
     from ._options import ServeOptions
 
-__all__ = ["MCP_PATH", "http_app", "identify_http_caller", "origin_allowed", "serve_http"]
+__all__ = [
+    "MCP_PATH",
+    "http_app",
+    "http_bind",
+    "identify_http_caller",
+    "origin_allowed",
+    "serve_http",
+]
 
 logger = logging.getLogger("actors.serve")
 
@@ -143,20 +155,27 @@ def http_app(
     ``options.max_sessions_per_token`` open sessions; a session with no request
     in flight for ``options.session_idle_timeout`` seconds is closed. The SDK's
     own cap on all sessions (10 000) stays as the bound on the whole table.
+
+    Each POST's SSE stream starts with an event id and a ``retry`` field; a
+    client whose connection drops resumes it with ``Last-Event-ID``, from the
+    events its session was sent, ``options.max_stored_event_bytes`` in all.
     """
     assert options.http is not None
     host = options.http[0]
     allow_origins = frozenset(options.allow_origins)
     sessions = SessionTable(options.max_sessions_per_token, options.session_idle_timeout)
+    events = BoundedEventStore(options.max_stored_event_bytes)
     app = adapter.server.streamable_http_app(
         streamable_http_path=MCP_PATH,
+        event_store=events,
+        retry_interval=RETRY_INTERVAL_MS,
         max_request_body_size=options.max_request_bytes,
         session_idle_timeout=options.session_idle_timeout,
         transport_security=_transport_security(host, allow_origins),
         host=host,
     )
     return Gate(
-        app,
+        SessionScopes(app, events),
         origin_allowed=functools.partial(origin_allowed, extra=allow_origins),
         tokens=_StaticTokens(options.tokens) if options.tokens else None,
         max_body=options.max_request_bytes,
@@ -165,12 +184,23 @@ def http_app(
     )
 
 
-def _bind(host: str, port: int) -> str:
+def http_bind(host: str, port: int) -> str:
+    """A hypercorn bind string for `host` and `port` (IPv6 in brackets)."""
     return f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-async def serve_http(adapter: McpAdapter, options: ServeOptions, stop: trio.Event) -> None:
-    """Serve Streamable HTTP with hypercorn until `stop`; print where it listens."""
+async def serve_http(
+    adapter: McpAdapter,
+    options: ServeOptions,
+    stop: trio.Event,
+    readiness: Readiness,
+    metrics: PrometheusMetrics | None = None,
+) -> None:
+    """Serve Streamable HTTP with hypercorn until `stop`; print where it listens.
+
+    ``/healthz`` and ``/readyz`` (`readiness`) are served beside `MCP_PATH`,
+    and ``/metrics`` when `metrics` is given, behind the MCP tokens.
+    """
     assert options.http is not None
     host, port = options.http
     if not is_loopback(host):
@@ -183,11 +213,12 @@ async def serve_http(adapter: McpAdapter, options: ServeOptions, stop: trio.Even
                 "serving on %s WITHOUT tokens (--insecure): anyone can use any session", host
             )
     config = hypercorn.config.Config()
-    config.bind = [_bind(host, port)]
+    config.bind = [http_bind(host, port)]
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = _HTTP_CLOSE_GRACE
     refusals = RefusalLog()
-    app = http_app(adapter, options, refusals)
+    tokens = _StaticTokens(options.tokens) if options.tokens else None
+    app = OpsRoutes(http_app(adapter, options, refusals), readiness, metrics, tokens)
     try:
         async with trio.open_nursery() as nursery:
             # Starlette's and hypercorn's ASGI type hints describe the same protocol differently.

@@ -58,7 +58,6 @@ from protocol import (
     BackendType,
     Caller,
     CallResult,
-    NoSessionError,
     ProtocolError,
     ServiceInfo,
     TenantError,
@@ -67,24 +66,21 @@ from protocol import (
 )
 
 from .._error_result import error_result
-from .._errors import (
-    ActorCrashedError,
-    ArgumentsError,
-    CallTimeoutError,
-    CapacityError,
-    RuntimeCallError,
-    RuntimeClosedError,
-    UnknownToolError,
-)
+from .._errors import ArgumentsError, RuntimeCallError, UnknownToolError
+from .._observe import outcome_of
 from .._prepare import PreparedCall, prepare_call
 from ..store import StoreError
+from ._logs import EVENT_FIELD
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from mcp.server.context import ServerRequestContext
+    from mcp.server.session import ServerSession
 
     from .._module import Tool
+    from .._observe import Observer
+    from .._progress import ProgressReport
     from .._registry import Registry
     from .._runtime import RuntimeConfig
 
@@ -123,31 +119,15 @@ class CallTarget(Protocol):
         """The tools to list, resolve and stamp errors with."""
         ...
 
-    async def run(self, call: PreparedCall) -> CallResult:
-        """Run one prepared call, as `Runtime.run` does."""
+    async def run(
+        self, call: PreparedCall, *, progress: Callable[[ProgressReport], None] | None = None
+    ) -> CallResult:
+        """Run one prepared call, as `Runtime.run` does (`progress` hears its reports)."""
         ...
 
     async def end_session(self, session_id: str) -> int:
         """End a session, as `Runtime.end_session` does."""
         ...
-
-
-# Outcome labels for the log line, most specific class first.
-_OUTCOMES: Final[tuple[tuple[type[Exception], str], ...]] = (
-    (TenantError, "outside_tenant"),
-    (NoSessionError, "no_session"),
-    (ProtocolError, "bad_context"),
-    (ArgumentsError, "bad_arguments"),
-    (CallTimeoutError, "timeout"),
-    (ActorCrashedError, "crashed"),
-    (CapacityError, "capacity"),
-    (RuntimeClosedError, "shutting_down"),
-    (RuntimeCallError, "refused"),
-)
-
-
-def _outcome_of(error: Exception) -> str:
-    return next(label for kind, label in _OUTCOMES if isinstance(error, kind))
 
 
 def _version() -> str:
@@ -218,6 +198,47 @@ def _annotations(tool: Tool) -> types.ToolAnnotations | None:
     )
 
 
+@final
+class _ProgressRelay:
+    """Sends one call's progress to its client: the newest report, one notification at a time.
+
+    `hear` keeps only the newest report, so a tool that reports in a tight
+    loop costs the client a bounded number of notifications and the server
+    one report's memory. The SDK sends nothing when the request carried no
+    ``progressToken``. A notification that cannot be sent (the client left)
+    ends the relaying, never the call.
+    """
+
+    def __init__(self, session: ServerSession) -> None:
+        self._session = session
+        self._latest: ProgressReport | None = None
+        self._wake = anyio.Event()
+        self._broken = False
+
+    def hear(self, report: ProgressReport) -> None:
+        """Keep `report` as the next one to send (called on the runtime's loop)."""
+        self._latest = report
+        self._wake.set()
+
+    async def send_forever(self) -> None:
+        """Send each newest report as it comes, until cancelled."""
+        while not self._broken:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Send the report not sent yet, if there is one."""
+        report, self._latest = self._latest, None
+        if report is None or self._broken:
+            return
+        try:
+            await self._session.report_progress(report.progress, report.total, report.message)
+        except Exception:
+            self._broken = True
+            logger.debug("progress could not be sent; no more for this call", exc_info=True)
+
+
 @attrs.frozen
 class _Report:
     """What goes back to the client: a result, or a JSON-RPC error."""
@@ -252,6 +273,17 @@ class _Attempt:
         caller = self.caller
         tenant = "" if caller.tenant is None else f" tenant={caller.tenant!r}"
         level = logging.WARNING if self.outcome == "outside_tenant" else logging.INFO
+        event = {
+            "event": "tools/call",
+            "tool": self.name,
+            "session": None if context is None else context.session_id,
+            "assistant": None if context is None else context.assistant_id,
+            "thread": None if context is None else context.thread_id,
+            "caller": caller.label,
+            "tenant": caller.tenant,
+            "outcome": self.outcome,
+            "ms": round(milliseconds, 3),
+        }
         logger.log(
             level,
             "tools/call %s %s caller=%s%s outcome=%s %.1f ms",
@@ -261,6 +293,7 @@ class _Attempt:
             tenant,
             self.outcome,
             milliseconds,
+            extra={EVENT_FIELD: event},
         )
 
 
@@ -278,8 +311,12 @@ class McpAdapter:
         runtime: CallTarget,
         *,
         identify: Callable[[ServerRequestContext[Any, Any]], Caller] | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self._runtime = runtime
+        # Told of the calls refused here, before the runtime sees them (the runtime
+        # reports the rest to its own observer: pass the same one to both).
+        self._observer = observer
         self._identify = identify or (lambda _ctx: STDIO_CALLER)
         self._policy = runtime.config.policy
         self._tools = _tool_list(runtime.registry)
@@ -333,7 +370,7 @@ class McpAdapter:
         call = {"name": params.name, "arguments": params.arguments, "_meta": params.meta}
         self._enter()
         try:
-            report = await self._run(call, attempt)
+            report = await self._run(call, attempt, ctx.session)
         except Exception:
             # A bug here, not the caller's fault: keep the details in the log.
             attempt.outcome = "internal_error"
@@ -349,10 +386,13 @@ class McpAdapter:
 
     # ---- one call -------------------------------------------------------------
 
-    async def _run(self, call: dict[str, Any], attempt: _Attempt) -> _Report:
+    async def _run(
+        self, call: dict[str, Any], attempt: _Attempt, session: ServerSession
+    ) -> _Report:
         """Apply the caller's rules, run the call, and record in `attempt` how it ended."""
         if self._closing:
             attempt.outcome = "shutting_down"
+            self._refused(None, attempt.outcome)
             text = "the server is shutting down and takes no new calls; retry once it is back"
             return _Report(CallResult.error(text))
         if call["name"] == END_SESSION:
@@ -363,18 +403,49 @@ class McpAdapter:
             tool = self._runtime.registry.resolve(call["name"])
         except UnknownToolError as exc:
             attempt.outcome = "unknown_tool"
+            self._refused(None, attempt.outcome)
             return _Report(error=str(exc))
         try:
             prepared = prepare_call(self._runtime.registry, call, self._policy, attempt.caller)
-            attempt.context = prepared.context
-            result = await self._runtime.run(prepared)
         except (ProtocolError, RuntimeCallError) as exc:
-            attempt.outcome = _outcome_of(exc)
-            if isinstance(exc, TenantError):
-                attempt.context = exc.context  # which session the caller reached for
-            return _Report(error_result(exc, tool.service))
+            self._refused(tool.full_name, outcome_of(exc))
+            return self._refusal(exc, tool, attempt)
+        attempt.context = prepared.context
+        try:
+            if tool.signature.progress_parameter is None:
+                result = await self._runtime.run(prepared)
+            else:
+                result = await self._run_reporting(prepared, session)
+        except RuntimeCallError as exc:
+            return self._refusal(exc, tool, attempt)
         attempt.outcome = "tool_error" if result.is_error else "ok"
         return _Report(result)
+
+    async def _run_reporting(self, prepared: PreparedCall, session: ServerSession) -> CallResult:
+        """Run a call of a tool that reports progress, relaying it to the client meanwhile."""
+        relay = _ProgressRelay(session)
+        async with anyio.create_task_group() as relaying:
+            relaying.start_soon(relay.send_forever)
+            try:
+                result = await self._runtime.run(prepared, progress=relay.hear)
+            finally:
+                relaying.cancel_scope.cancel()
+        # The last report goes before the result, never after it.
+        await relay.flush()
+        return result
+
+    def _refusal(
+        self, exc: ProtocolError | RuntimeCallError, tool: Tool, attempt: _Attempt
+    ) -> _Report:
+        """The ``isError`` result of a call refused with `exc`, and the outcome in `attempt`."""
+        attempt.outcome = outcome_of(exc)
+        if isinstance(exc, TenantError):
+            attempt.context = exc.context  # which session the caller reached for
+        return _Report(error_result(exc, tool.service))
+
+    def _refused(self, tool: str | None, outcome: str) -> None:
+        if self._observer is not None:
+            self._observer.call_refused(tool, outcome)
 
     async def _end_session(self, call: dict[str, Any], attempt: _Attempt) -> _Report:
         """End the call's own session, under the same rules as any call of the caller."""
@@ -388,7 +459,7 @@ class McpAdapter:
             session = parsed.context.session_id
             deleted = await self._runtime.end_session(session)
         except (ProtocolError, RuntimeCallError) as exc:
-            attempt.outcome = _outcome_of(exc)
+            attempt.outcome = outcome_of(exc)
             return _Report(error_result(exc, _END_SESSION_SERVICE))
         except StoreError as exc:
             # The store's own message: it names the store's trouble, not a secret.

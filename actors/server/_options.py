@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import importlib
+import importlib.util
 import ipaddress
 import os
 from pathlib import Path
@@ -15,6 +16,7 @@ from .._module import ToolModule
 from .._runtime import RuntimeConfig
 from ..modules import content_store, planning, playbook_store, workspace
 from ..store import check_store_url
+from ._events import DEFAULT_MAX_STORED_EVENT_BYTES
 from ._gate import DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_SESSION_IDLE_TIMEOUT
 from ._stdio import DEFAULT_MAX_IN_FLIGHT
 
@@ -98,15 +100,23 @@ class ServeOptions:
     """Open HTTP sessions one token (or all anonymous clients together) may hold."""
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
     """Seconds after which an HTTP session with no request in flight is closed."""
+    max_stored_event_bytes: int = DEFAULT_MAX_STORED_EVENT_BYTES
+    """Bytes the SSE events kept for resuming dropped HTTP streams may take, all together."""
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     """Stdio requests read ahead of their replies; past it, no more are read."""
     state: str | None = None
     """Where durable state is kept (`actors.store.open_store` URL); None: `default_state_url`."""
+    metrics: bool = False
+    """Serve Prometheus metrics at ``/metrics`` (the ``metrics`` extra)."""
+    metrics_address: tuple[str, int] | None = None
+    """``(host, port)`` of a listener of its own for ``/metrics``, ``/healthz`` and
+    ``/readyz``, without tokens; ``None`` serves them on the HTTP listener."""
 
     def check(self) -> None:
         """Raise ConfigurationError for options that contradict each other or are unsafe."""
         self._check_state()
         self._check_modules()
+        self._check_metrics()
         if not self.allow_exec:
             exec_only = [
                 name
@@ -125,6 +135,7 @@ class ServeOptions:
         for flag, value in (
             ("--max-request-bytes", self.max_request_bytes),
             ("--max-sessions-per-token", self.max_sessions_per_token),
+            ("--max-stored-event-bytes", self.max_stored_event_bytes),
             ("--max-in-flight", self.max_in_flight),
         ):
             if value < 1:
@@ -146,6 +157,19 @@ class ServeOptions:
             )
             raise ConfigurationError(msg)
         self._check_shared_exec()
+
+    def _check_metrics(self) -> None:
+        if self.metrics_address is not None and not self.metrics:
+            msg = "metrics_address is set but metrics are off"
+            raise ConfigurationError(msg)
+        if not self.metrics:
+            return
+        if self.http is None and self.metrics_address is None:
+            msg = "a stdio server serves metrics on a listener of its own: --metrics HOST:PORT"
+            raise ConfigurationError(msg)
+        if importlib.util.find_spec("prometheus_client") is None:
+            msg = "--metrics needs prometheus-client: pip install 'mcp-actors[metrics]'"
+            raise ConfigurationError(msg)
 
     def _check_modules(self) -> None:
         """Import the modules named by spec now, and refuse unknown or repeated names."""

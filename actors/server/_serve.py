@@ -36,6 +36,7 @@ same grace (a client may close stdin right after its last request).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
 import signal
 from typing import TYPE_CHECKING
@@ -43,10 +44,12 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from .._observe import Observer, Observers
 from .._runtime import open_runtime
 from ..store import open_store
-from ._http import identify_http_caller, serve_http
+from ._http import http_bind, identify_http_caller, serve_http
 from ._mcp import McpAdapter
+from ._ops import OpsRoutes, Readiness, serve_ops
 from ._options import build_modules, describe_tokens
 from ._stdio import serve_stdio
 
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from .._runtime import Runtime
+    from ..telemetry import PrometheusMetrics
     from ._options import ServeOptions
 
 __all__ = ["run", "serve"]
@@ -97,11 +101,59 @@ async def _drain(shutdown: _Shutdown, adapter: McpAdapter, grace: float, stop: t
     stop.set()
 
 
-def _adapter(runtime: Runtime, options: ServeOptions) -> McpAdapter:
+def _adapter(
+    runtime: Runtime, options: ServeOptions, observer: Observer | None = None
+) -> McpAdapter:
     if options.http is None:
-        return McpAdapter(runtime)  # the stdio parent is a trusted middleware
+        return McpAdapter(runtime, observer=observer)  # the stdio parent is a trusted middleware
     identify = functools.partial(identify_http_caller, token_required=bool(options.tokens))
-    return McpAdapter(runtime, identify=identify)
+    return McpAdapter(runtime, identify=identify, observer=observer)
+
+
+def _observer(metrics: PrometheusMetrics | None) -> Observer | None:
+    """The metrics, and spans when the process has an OpenTelemetry SDK; None without either."""
+    observers: list[Observer] = [] if metrics is None else [metrics]
+    if importlib.util.find_spec("opentelemetry") is not None:
+        from ..telemetry import TracingObserver, tracing_configured
+
+        if tracing_configured():
+            observers.append(TracingObserver())
+    return Observers(observers) if observers else None
+
+
+def _metrics(options: ServeOptions) -> PrometheusMetrics | None:
+    if not options.metrics:
+        return None
+    from ..telemetry import PrometheusMetrics
+
+    return PrometheusMetrics()
+
+
+async def _serve_transport(
+    adapter: McpAdapter,
+    options: ServeOptions,
+    stop: trio.Event,
+    readiness: Readiness,
+    metrics: PrometheusMetrics | None,
+) -> None:
+    """Serve MCP on the transport `options` name, and the operator's listener if any."""
+    async with trio.open_nursery() as nursery:
+        if options.metrics_address is not None:
+            routes = OpsRoutes(None, readiness, metrics, tokens=None)
+            host, port = options.metrics_address
+            await nursery.start(serve_ops, routes, http_bind(host, port), stop)
+        if options.http is None:
+            await serve_stdio(
+                adapter,
+                options.max_request_bytes,
+                stop,
+                eof_grace=options.runtime.shutdown_grace,
+                max_in_flight=options.max_in_flight,
+            )
+        else:
+            shared = metrics if options.metrics_address is None else None
+            await serve_http(adapter, options, stop, readiness, shared)
+        stop.set()  # the transport ended (EOF on stdin): so does the operator's listener
 
 
 async def serve(options: ServeOptions) -> None:
@@ -117,29 +169,24 @@ async def serve(options: ServeOptions) -> None:
             # Signals are watched until the runtime has stopped, so that a
             # second one during cleanup is logged instead of killing the process.
             watchers.start_soon(shutdown.watch, signals)
+            metrics = _metrics(options)
+            observer = _observer(metrics)
+            modules = build_modules(options)
             async with (
                 open_store(options.state_url) as store,
-                open_runtime(build_modules(options), options.runtime, store=store) as runtime,
+                open_runtime(modules, options.runtime, store=store, observer=observer) as runtime,
             ):
                 logger.info("modules: %s", ", ".join(runtime.registry.modules))
                 logger.info("state: %s", store.url)
                 if options.http is not None:
                     logger.info("tokens: %s", describe_tokens(options.tokens))
-                adapter = _adapter(runtime, options)
+                adapter = _adapter(runtime, options, observer)
                 stop = trio.Event()
                 grace = options.runtime.shutdown_grace
                 watchers.start_soon(_drain, shutdown, adapter, grace, stop)
+                readiness = Readiness(store, shutdown.requested.is_set)
                 with shutdown.hurry:
-                    if options.http is None:
-                        await serve_stdio(
-                            adapter,
-                            options.max_request_bytes,
-                            stop,
-                            eof_grace=grace,
-                            max_in_flight=options.max_in_flight,
-                        )
-                    else:
-                        await serve_http(adapter, options, stop)
+                    await _serve_transport(adapter, options, stop, readiness, metrics)
                 logger.info("transport stopped; stopping actors")
             watchers.cancel_scope.cancel()
     logger.info("stopped")

@@ -1,0 +1,209 @@
+"""What an operator's tools ask the server: ``/healthz``, ``/readyz`` and ``/metrics``.
+
+* ``GET /healthz`` answers 200 while the process serves HTTP at all: a load
+  balancer or an orchestrator restarts a server that stops answering it.
+* ``GET /readyz`` answers 200 while the server takes calls, and 503 with the
+  reason while it does not: once shutdown began (it drains the calls in
+  flight and refuses new ones), and while its state store cannot be reached.
+  The store is probed by loading a key no module can have, with a deadline;
+  the answer is reused for a second, so a client polling ``/readyz`` as fast
+  as it can costs the store one load per second, not one per request.
+* ``GET /metrics`` is the Prometheus exposition (the ``metrics`` extra).
+  With ``--metrics`` it is on the MCP listener and takes the same bearer
+  tokens as MCP when the server has any; with ``--metrics HOST:PORT`` it is
+  on a listener of its own (a stdio server's only way to serve it, or an
+  HTTP server's way to keep it off the public port) that takes no token,
+  and these three paths are all that listener serves.
+
+None of them says anything about sessions, tenants or calls beyond the
+aggregate numbers the metrics carry.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import sys
+from typing import TYPE_CHECKING, Final, cast, final
+
+import hypercorn.config
+import hypercorn.trio
+import trio
+from starlette.responses import PlainTextResponse, Response
+
+from protocol import ActorKey, ToolContext
+
+from ..store import StoreError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from hypercorn.typing import ASGIFramework
+    from mcp.server.auth.provider import TokenVerifier
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from ..store import StateStore
+    from ..telemetry import PrometheusMetrics
+
+__all__ = [
+    "HEALTH_PATH",
+    "METRICS_PATH",
+    "READY_PATH",
+    "OpsRoutes",
+    "Readiness",
+    "serve_ops",
+]
+
+logger = logging.getLogger("actors.serve")
+
+HEALTH_PATH: Final = "/healthz"
+READY_PATH: Final = "/readyz"
+METRICS_PATH: Final = "/metrics"
+# No module can be named so (module names are identifiers): loading it reads nothing real.
+_PROBE_KEY: Final = ActorKey("-readyz", ToolContext("readyz-probe"))
+PROBE_TIMEOUT: Final = 2.0
+"""Seconds the store may take to answer the readiness probe."""
+PROBE_REUSE: Final = 1.0
+"""Seconds one probe's answer is reused for."""
+
+
+@final
+class Readiness:
+    """Whether the server takes calls now; `problem` says why not."""
+
+    def __init__(
+        self,
+        store: StateStore | None,
+        draining: Callable[[], bool],
+        *,
+        probe_timeout: float = PROBE_TIMEOUT,
+        reuse_for: float = PROBE_REUSE,
+    ) -> None:
+        self._store = store
+        self._draining = draining
+        self._probe_timeout = probe_timeout
+        self._reuse_for = reuse_for
+        self._answer: str | None = None
+        self._answered_at = -math.inf
+        self._probing: trio.Event | None = None
+
+    async def problem(self) -> str | None:
+        """``None`` when ready; else what keeps the server from taking calls."""
+        if self._draining():
+            return "shutting down: draining the calls in flight, taking no new ones"
+        if self._store is None:
+            return None
+        if trio.current_time() - self._answered_at >= self._reuse_for:
+            await self._probe_once()
+        return self._answer
+
+    async def _probe_once(self) -> None:
+        """Probe the store, or wait for the probe already under way (one at a time)."""
+        if self._probing is not None:
+            await self._probing.wait()
+            return
+        self._probing = trio.Event()
+        try:
+            self._answer = await self._probe()
+            self._answered_at = trio.current_time()
+        finally:
+            # Set even if this request was cancelled, so that the waiters go on.
+            self._probing.set()
+            self._probing = None
+
+    async def _probe(self) -> str | None:
+        assert self._store is not None
+        with trio.move_on_after(self._probe_timeout):
+            try:
+                await self._store.load(_PROBE_KEY)
+            except StoreError as error:
+                logger.warning("readiness: the state store is unreachable: %s", error)
+                return f"the state store {self._store.url} is unreachable"
+            return None
+        logger.warning("readiness: the state store took over %g s to answer", self._probe_timeout)
+        return f"the state store {self._store.url} did not answer within {self._probe_timeout:g} s"
+
+
+@final
+class OpsRoutes:
+    """ASGI app: the three paths here, everything else to `app` (404 when there is none)."""
+
+    def __init__(
+        self,
+        app: ASGIApp | None,
+        readiness: Readiness,
+        metrics: PrometheusMetrics | None,
+        tokens: TokenVerifier | None,
+    ) -> None:
+        self._app = app
+        self._readiness = readiness
+        self._metrics = metrics
+        self._tokens = tokens
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer an operator's path, or pass the request on."""
+        path = scope.get("path") if scope["type"] == "http" else None
+        if path in (HEALTH_PATH, READY_PATH, METRICS_PATH):
+            response = await self._answer(scope, path)
+        elif self._app is not None:
+            await self._app(scope, receive, send)
+            return
+        else:
+            response = PlainTextResponse("not found\n", status_code=404)
+        await response(scope, receive, send)
+
+    async def _answer(self, scope: Scope, path: str) -> Response:
+        if scope["method"] not in ("GET", "HEAD"):
+            return PlainTextResponse("use GET\n", status_code=405, headers={"Allow": "GET, HEAD"})
+        if path == HEALTH_PATH:
+            return PlainTextResponse("ok\n")
+        if path == READY_PATH:
+            problem = await self._readiness.problem()
+            if problem is None:
+                return PlainTextResponse("ready\n")
+            return PlainTextResponse(f"not ready: {problem}\n", status_code=503)
+        if self._metrics is None:
+            return PlainTextResponse("metrics are off (serve with --metrics)\n", status_code=404)
+        if not await self._authorized(scope):
+            return PlainTextResponse(
+                "a bearer token is required\n",
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        body, content_type = self._metrics.exposition()
+        return Response(body, media_type=content_type)
+
+    async def _authorized(self, scope: Scope) -> bool:
+        if self._tokens is None:
+            return True
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                scheme, _, token = value.decode("latin-1").partition(" ")
+                if scheme.lower() == "bearer" and token:
+                    return await self._tokens.verify_token(token.strip()) is not None
+        return False
+
+
+async def serve_ops(
+    routes: OpsRoutes,
+    bind: str,
+    stop: trio.Event,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve `routes` alone with hypercorn on `bind` (``HOST:PORT``) until `stop`."""
+    config = hypercorn.config.Config()
+    config.bind = [bind]
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.graceful_timeout = 1.0
+    async with trio.open_nursery() as nursery:
+        # Starlette's and hypercorn's ASGI type hints describe the same protocol differently.
+        framework = cast("ASGIFramework", routes)
+        serve = functools.partial(
+            hypercorn.trio.serve, framework, config, shutdown_trigger=stop.wait
+        )
+        binds: list[str] = await nursery.start(serve)
+        for where in binds:
+            # Not a log record: tests and scripts parse this line, whatever the log level.
+            print(f"mcp-actors: operator endpoints on {where}", file=sys.stderr, flush=True)
+        task_status.started()

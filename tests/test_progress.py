@@ -1,0 +1,183 @@
+"""Progress: what a tool reports reaches whoever listens, in order, and only them.
+
+In process, a listener given to `Runtime.run` hears the reports. Over stdio,
+a real server sends ``notifications/progress`` for a request that carried a
+``progressToken`` (before the result, the newest report at a time) and
+nothing for one that did not.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+import trio
+
+from actors import (
+    CallTimeoutError,
+    Progress,
+    ProgressReport,
+    RuntimeConfig,
+    ToolModule,
+    open_runtime,
+)
+
+from ._mcp_helpers import raw_server
+
+SLOW_MODULE = ("--state", "memory", "--module", "tests._slow_module:slow")
+finished_late = threading.Event()
+
+
+def reporting_module() -> ToolModule[None]:
+    module: ToolModule[None] = ToolModule("steps", lambda _context: None)
+
+    @module.tool
+    async def walk(state: None, progress: Progress, steps: int) -> str:
+        """Report each step, yielding between them."""
+        for step in range(1, steps + 1):
+            progress.report(step, total=steps, message=f"step {step}")
+            await trio.lowlevel.checkpoint()
+        return "walked"
+
+    @module.tool
+    def count(state: None, progress: Progress, steps: int) -> str:
+        """Report each step inline."""
+        for step in range(1, steps + 1):
+            progress.report(step)
+        return "counted"
+
+    @module.tool(heavy=True)
+    def crunch(state: None, progress: Progress, steps: int) -> str:
+        """Report each step from a worker thread."""
+        for step in range(1, steps + 1):
+            progress.report(step, total=steps)
+        return "crunched"
+
+    @module.tool(heavy=True)
+    def overrun(state: None, progress: Progress) -> str:
+        """Overrun the deadline, then report."""
+        time.sleep(0.5)
+        progress.report(1)
+        finished_late.set()
+        return "too late"
+
+    @module.tool
+    def bad(state: None, progress: Progress, progress_value: float, total: float) -> str:
+        """Report what it is told to."""
+        progress.report(progress_value, total=total)
+        return "reported"
+
+    @module.tool
+    def repeat(state: None, progress: Progress) -> str:
+        """Report the same progress twice."""
+        progress.report(1)
+        progress.report(1)
+        return "reported"
+
+    return module
+
+
+def call(tool: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": f"steps__{tool}", "arguments": arguments, "_meta": {"sessionId": "s"}}
+
+
+@pytest.mark.parametrize("tool", ["walk", "count", "crunch"])
+async def test_a_listener_hears_every_report_in_order(tool: str) -> None:
+    heard: list[ProgressReport] = []
+    async with open_runtime([reporting_module()]) as runtime:
+        prepared = runtime.prepare(call(tool, steps=5))
+        result = await runtime.run(prepared, progress=heard.append)
+    assert not result.is_error
+    assert [report.progress for report in heard] == [1, 2, 3, 4, 5]
+
+
+async def test_progress_is_not_an_argument_and_needs_no_listener() -> None:
+    async with open_runtime([reporting_module()]) as runtime:
+        schema = runtime.registry.resolve("steps__walk").signature.input_schema
+        assert set(schema["properties"]) == {"steps"}
+        result = await runtime.call(call("walk", steps=3))
+    assert result.first_text == "walked"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"progress_value": float("nan"), "total": 1}, "progress must be a finite number"),
+        ({"progress_value": 1, "total": 0}, "total must be a finite number above 0"),
+        ({"progress_value": 1, "total": float("inf")}, "total must be a finite number above 0"),
+    ],
+)
+async def test_a_bad_report_is_the_tools_error_naming_the_problem(
+    arguments: dict[str, Any], problem: str
+) -> None:
+    async with open_runtime([reporting_module()]) as runtime:
+        result = await runtime.call(call("bad", **arguments))
+    assert result.is_error
+    assert problem in result.first_text
+
+
+async def test_progress_must_increase() -> None:
+    async with open_runtime([reporting_module()]) as runtime:
+        result = await runtime.call(call("repeat"))
+    assert result.is_error
+    assert "progress must increase with every report" in result.first_text
+
+
+async def test_a_report_after_the_reply_is_dropped() -> None:
+    """A heavy thread that overran its deadline reports later: nobody hears it, nothing breaks."""
+    heard: list[ProgressReport] = []
+    finished_late.clear()
+    config = RuntimeConfig(call_timeout=0.1)
+    async with open_runtime([reporting_module()], config) as runtime:
+        with pytest.raises(CallTimeoutError):
+            await runtime.run(runtime.prepare(call("overrun")), progress=heard.append)
+        await trio.to_thread.run_sync(finished_late.wait, 10)
+        await trio.sleep(0.1)  # let a report crossing from the thread land, if one were sent
+    assert heard == []
+
+
+# ---- over stdio --------------------------------------------------------------------------------
+
+
+async def _tools_call(
+    server: Any, name: str, arguments: dict[str, Any], token: str | None
+) -> list[dict[str, Any]]:
+    """Send one tools/call; every message up to and including its response."""
+    params: dict[str, Any] = {"name": name, "arguments": arguments}
+    if token is not None:
+        params["_meta"] = {"progressToken": token}
+    await server.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params})
+    messages = []
+    while True:
+        message = await server.receive()
+        messages.append(message)
+        if message.get("id") == 7:
+            return messages
+
+
+async def test_notifications_only_for_a_request_with_a_token() -> None:
+    async with raw_server(*SLOW_MODULE) as server:
+        await server.initialize()
+        with_token = await _tools_call(server, "slow__pace", {"steps": 50}, "tok-1")
+        without = await _tools_call(server, "slow__pace", {"steps": 50}, None)
+    notes = [m for m in with_token if m.get("method") == "notifications/progress"]
+    assert notes, "a request with a progressToken hears progress"
+    assert {note["params"]["progressToken"] for note in notes} == {"tok-1"}
+    values = [note["params"]["progress"] for note in notes]
+    assert values == sorted(set(values))  # increasing, as MCP requires
+    assert values[-1] == 50  # the newest report is sent before the result
+    assert with_token[-1]["result"]["content"][0]["text"] == "paced 50 steps"
+    assert [m.get("id") for m in without] == [7]  # no token: the result alone
+
+
+async def test_a_tool_flooding_reports_costs_the_client_little() -> None:
+    """100 000 reports in a tight loop: a handful of notifications, the call completes."""
+    async with raw_server(*SLOW_MODULE) as server:
+        await server.initialize()
+        messages = await _tools_call(server, "slow__report", {"times": 100_000}, "flood")
+    notes = [m for m in messages if m.get("method") == "notifications/progress"]
+    assert 1 <= len(notes) <= 2
+    assert notes[-1]["params"] == {"progressToken": "flood", "progress": 100_000, "total": 100_000}
+    assert messages[-1]["result"]["content"][0]["text"] == "reported 100000 times"
