@@ -1,20 +1,24 @@
-"""Readiness (actors.server._ops): draining, an unreachable store, and a probe shared by many."""
+"""What operators get from a server: health, readiness, metrics listeners and JSON logs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
-from typing import TYPE_CHECKING
+import subprocess
+from typing import TYPE_CHECKING, Any
 
 import httpx2
+import pytest
 import trio
+from prometheus_client.parser import text_string_to_metric_families
 
 from actors.server import MCP_PATH
 from actors.server._ops import Readiness
 from actors.store import MemoryStore, open_store
 
-from ._mcp_helpers import bearer, http_server, raw_server, texts
+from ._mcp_helpers import SERVE, bearer, http_server, initialize_request, raw_server
 from ._postgres import postgres_server_fixture, postgres_url_fixture  # noqa: F401  (fixtures)
 
 if TYPE_CHECKING:
@@ -23,7 +27,15 @@ if TYPE_CHECKING:
     from ._mcp_helpers import HttpServer
     from ._postgres import PostgresServer
 
+# The SDK client's SSE reader leaves httpx2's response generators unexhausted when a
+# session closes, and trio's finalizer warns about each one: client-side noise.
+pytestmark = [
+    pytest.mark.filterwarnings(r"ignore:Async generator 'httpx2\.:ResourceWarning"),
+    pytest.mark.filterwarnings(r"ignore:Async generator 'httpcore2\.:ResourceWarning"),
+]
 TOKEN = "ops-test-token-0123456789"
+OPS_LISTENING = re.compile(r"operator endpoints on (\S+)")
+STREAMING = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 class CountingStore(MemoryStore):
@@ -108,18 +120,33 @@ async def test_health_and_readiness_on_the_http_listener() -> None:
 
 
 async def test_not_ready_while_draining_and_the_call_in_flight_still_finishes() -> None:
-    """SIGTERM: /readyz turns 503 at once, /healthz stays 200, the slow call gets its result."""
+    """SIGTERM: /readyz turns 503 at once, /healthz stays 200, the slow call gets its result.
+
+    A raw client: the SDK's client gives up on its session when the server
+    stops right after the reply, which is not what this test is about.
+    """
     async with (
         http_server(*SLOW, "--log-level", "debug") as server,
-        httpx2.AsyncClient() as http,
+        httpx2.AsyncClient(timeout=20) as http,
     ):
         base = _base(server)
-        results: list[str] = []
+        opened = await http.post(server.url, json=initialize_request("ops"), headers=STREAMING)
+        headers = {
+            **STREAMING,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "Mcp-Protocol-Version": "2025-11-25",
+        }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await http.post(server.url, json=initialized, headers=headers)
+        replies: list[dict[str, Any]] = []
 
         async def slow_call() -> None:
-            async with server.session() as session:
-                result = await session.call_tool("slow__wait", {"seconds": 2})
-                results.append(texts(result))
+            params = {"name": "slow__wait", "arguments": {"seconds": 2}}
+            request = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params}
+            async with http.stream("POST", server.url, json=request, headers=headers) as stream:
+                async for line in stream.aiter_lines():
+                    if line.startswith("data: {"):
+                        replies.append(json.loads(line.removeprefix("data: ")))
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(slow_call)
@@ -133,7 +160,7 @@ async def test_not_ready_while_draining_and_the_call_in_flight_still_finishes() 
             assert ready.status_code == 503
             assert "shutting down" in ready.text
             assert (await http.get(f"{base}/healthz")).status_code == 200
-        assert results == ["waited 2 s"]
+    assert [reply["result"]["content"][0]["text"] for reply in replies] == ["waited 2 s"]
 
 
 async def test_json_logs_keep_one_object_per_line_whatever_the_client_sends() -> None:
@@ -145,7 +172,7 @@ async def test_json_logs_keep_one_object_per_line_whatever_the_client_sends() ->
         await server.call(hostile, {})
         await server.close_stdin()
         await server.wait()
-    lines = server.log.text().splitlines()
+        lines = server.log.text().splitlines()
     documents = [json.loads(line) for line in lines]  # every line is one JSON object
     calls = [d["event"] for d in documents if d.get("event", {}).get("event") == "tools/call"]
     assert [(c["tool"], c["session"], c["outcome"]) for c in calls] == [
@@ -155,3 +182,84 @@ async def test_json_logs_keep_one_object_per_line_whatever_the_client_sends() ->
     assert all(line.isascii() for line in lines)
     assert not any(line.startswith("2026-01-01") for line in lines)
     assert {"time", "level", "logger", "message"} <= set(documents[0])
+
+
+def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """The exposition's samples by (name, labels)."""
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def _call_sequence() -> list[tuple[str, dict[str, Any]]]:
+    """Three goals made, one list, one unknown tool, one bad argument: all in session s1."""
+    goals = [("planning__create_goal", {"goal": f"g{n}", "__sessionId": "s1"}) for n in range(3)]
+    return [
+        *goals,
+        ("planning__list_goals", {"__sessionId": "s1"}),
+        ("planning__nope", {"__sessionId": "s1"}),
+        ("planning__create_goal", {"goal": 7, "__sessionId": "s1"}),
+    ]
+
+
+def _check_call_numbers(text: str) -> None:
+    samples = _samples(text)
+
+    def value(name: str, **labels: str) -> float:
+        return samples[name, frozenset(labels.items())]
+
+    assert value("mcp_actors_calls_total", tool="planning__create_goal", outcome="ok") == 3
+    assert value("mcp_actors_calls_total", tool="planning__list_goals", outcome="ok") == 1
+    assert value("mcp_actors_calls_refused_total", tool="unknown", outcome="unknown_tool") == 1
+    refused = value(
+        "mcp_actors_calls_refused_total", tool="planning__create_goal", outcome="bad_arguments"
+    )
+    assert refused == 1
+    assert value("mcp_actors_call_run_seconds_count", tool="planning__create_goal") == 3
+    assert value("mcp_actors_live_actors") == 1
+    assert value("mcp_actors_actors_started_total") == 1
+    assert not any("s1" in str(labels) for _, labels in samples)  # never a session id
+
+
+async def test_metrics_on_the_http_listener_take_its_tokens() -> None:
+    async with (
+        http_server("--state", "memory", "--token", TOKEN, "--metrics") as server,
+        httpx2.AsyncClient() as http,
+    ):
+        async with server.session(TOKEN) as session:
+            for name, arguments in _call_sequence():
+                with contextlib.suppress(Exception):  # the unknown tool is a JSON-RPC error
+                    await session.call_tool(name, arguments)
+        metrics = f"{_base(server)}/metrics"
+        assert (await http.get(metrics)).status_code == 401
+        assert (await http.get(metrics, headers=bearer("not-" + TOKEN))).status_code == 401
+        scraped = await http.get(metrics, headers=bearer(TOKEN))
+    assert scraped.status_code == 200
+    assert scraped.headers["content-type"].startswith("text/plain")
+    _check_call_numbers(scraped.text)
+
+
+async def test_a_stdio_server_serves_metrics_and_health_on_a_listener_of_its_own() -> None:
+    async with raw_server("--state", "memory", "--metrics", "127.0.0.1:0") as server:
+        match = await server.log.wait_for(OPS_LISTENING, server.process)
+        await server.initialize()
+        for name, arguments in _call_sequence():
+            await server.call(name, arguments)
+        async with httpx2.AsyncClient() as http:
+            base = match.group(1)
+            scraped = await http.get(f"{base}/metrics")
+            ready = await http.get(f"{base}/readyz")
+            other = await http.get(f"{base}/mcp")
+    assert (scraped.status_code, ready.status_code, other.status_code) == (200, 200, 404)
+    _check_call_numbers(scraped.text)
+
+
+async def test_metrics_need_their_listener_on_stdio() -> None:
+    """``--metrics`` alone on stdio has nowhere to serve: refused at startup, naming the fix."""
+    result = await trio.run_process(
+        [*SERVE, "--metrics"], capture_stderr=True, check=False, stdin=subprocess.DEVNULL
+    )
+    assert result.returncode == 2
+    assert b"--metrics HOST:PORT" in result.stderr

@@ -213,6 +213,7 @@ class _ProgressRelay:
         self._session = session
         self._latest: ProgressReport | None = None
         self._wake = anyio.Event()
+        self._finished = False
         self._broken = False
 
     def hear(self, report: ProgressReport) -> None:
@@ -220,15 +221,21 @@ class _ProgressRelay:
         self._latest = report
         self._wake.set()
 
-    async def send_forever(self) -> None:
-        """Send each newest report as it comes, until cancelled."""
-        while not self._broken:
+    def finish(self) -> None:
+        """No more reports will come: send what is left, then stop."""
+        self._finished = True
+        self._wake.set()
+
+    async def send_until_finished(self) -> None:
+        """Send each newest report as it comes, until `finish` and the last one is sent."""
+        while True:
             await self._wake.wait()
             self._wake = anyio.Event()
-            await self.flush()
+            await self._send_latest()
+            if self._finished and self._latest is None:
+                return
 
-    async def flush(self) -> None:
-        """Send the report not sent yet, if there is one."""
+    async def _send_latest(self) -> None:
         report, self._latest = self._latest, None
         if report is None or self._broken:
             return
@@ -425,14 +432,12 @@ class McpAdapter:
         """Run a call of a tool that reports progress, relaying it to the client meanwhile."""
         relay = _ProgressRelay(session)
         async with anyio.create_task_group() as relaying:
-            relaying.start_soon(relay.send_forever)
+            relaying.start_soon(relay.send_until_finished)
             try:
-                result = await self._runtime.run(prepared, progress=relay.hear)
+                return await self._runtime.run(prepared, progress=relay.hear)
             finally:
-                relaying.cancel_scope.cancel()
-        # The last report goes before the result, never after it.
-        await relay.flush()
-        return result
+                # The relay sends the last report, then ends: before the result goes out.
+                relay.finish()
 
     def _refusal(
         self, exc: ProtocolError | RuntimeCallError, tool: Tool, attempt: _Attempt

@@ -143,6 +143,9 @@ class OpsRoutes:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer an operator's path, or pass the request on."""
+        if scope["type"] == "lifespan" and self._app is None:
+            await _lifespan(receive, send)
+            return
         path = scope.get("path") if scope["type"] == "http" else None
         if path in (HEALTH_PATH, READY_PATH, METRICS_PATH):
             response = await self._answer(scope, path)
@@ -183,6 +186,17 @@ class OpsRoutes:
                 if scheme.lower() == "bearer" and token:
                     return await self._tokens.verify_token(token.strip()) is not None
         return False
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """The ASGI lifespan of a listener with nothing to start or stop."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
 
 
 async def serve_ops(
