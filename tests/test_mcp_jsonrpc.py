@@ -338,11 +338,19 @@ class RawHttp:
         return await self.http.post(self.url, content=content, headers=self.headers)
 
     async def goals(self) -> str:
-        """What planning__list_goals says in session 's' (the reply is an SSE event)."""
+        """What planning__list_goals says in session 's' (the reply is an SSE event).
+
+        The stream's first event is the empty priming event a dropped client
+        resumes from; the reply is the event with data.
+        """
         listing = {"jsonrpc": "2.0", "id": "list", "method": "tools/call", "params": LIST}
         response = await self.post(listing)
-        data = next(line for line in response.text.splitlines() if line.startswith("data:"))
-        return json.dumps(json.loads(data.removeprefix("data:")))
+        data = next(
+            line.removeprefix("data:")
+            for line in response.text.splitlines()
+            if line.startswith("data:") and line.removeprefix("data:").strip()
+        )
+        return json.dumps(json.loads(data))
 
 
 LIST = {"name": "planning__list_goals", "arguments": {"__sessionId": "s"}}

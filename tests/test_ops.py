@@ -220,6 +220,7 @@ def _check_call_numbers(text: str) -> None:
     assert value("mcp_actors_call_run_seconds_count", tool="planning__create_goal") == 3
     assert value("mcp_actors_live_actors") == 1
     assert value("mcp_actors_actors_started_total") == 1
+    assert value("mcp_actors_mcp_calls_in_flight") == 0  # every call has been answered
     assert not any("s1" in str(labels) for _, labels in samples)  # never a session id
 
 

@@ -434,10 +434,11 @@ class McpAdapter:
         async with anyio.create_task_group() as relaying:
             relaying.start_soon(relay.send_until_finished)
             try:
-                return await self._runtime.run(prepared, progress=relay.hear)
+                result = await self._runtime.run(prepared, progress=relay.hear)
             finally:
                 # The relay sends the last report, then ends: before the result goes out.
                 relay.finish()
+        return result
 
     def _refusal(
         self, exc: ProtocolError | RuntimeCallError, tool: Tool, attempt: _Attempt

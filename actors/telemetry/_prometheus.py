@@ -117,7 +117,7 @@ class PrometheusMetrics(Observer):
         )
         self.in_flight = Gauge(
             "mcp_actors_mcp_calls_in_flight",
-            "tools/call requests being served over MCP now.",
+            "tools/call requests being served over MCP now (set by the server).",
             registry=registry,
         )
         # (tool, outcome) -> (calls counter, queue histogram, run histogram) children.
