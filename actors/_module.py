@@ -121,9 +121,9 @@ class Tool:
     service: ServiceInfo
     """Stamped on every content item of the tool's results."""
 
-    @property
+    @functools.cached_property
     def full_name(self) -> str:
-        """``module__tool``, the name listed to clients."""
+        """``module__tool``, the name listed to clients (made once: observers read it per call)."""
         return f"{self.module.name}__{self.name}"
 
     is_async: bool

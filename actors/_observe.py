@@ -171,15 +171,25 @@ class Observers(Observer):
     def __init__(self, observers: Iterable[Observer]) -> None:
         self._observers = tuple(observers)
         self._failed: set[str] = set()
+        # The hot path, once per call: only the observers that override it.
+        self._call_finished = tuple(
+            (observer, observer.call_finished)
+            for observer in self._observers
+            if type(observer).call_finished is not Observer.call_finished
+        )
 
     def _each(self, method: str, *args: Any, **kwargs: Any) -> None:
         for observer in self._observers:
             try:
                 getattr(observer, method)(*args, **kwargs)
             except Exception:
-                level = logging.DEBUG if method in self._failed else logging.ERROR
-                self._failed.add(method)
-                logger.log(level, "observer %r failed in %s", observer, method, exc_info=True)
+                self._report_failure(observer, method)
+
+    def _report_failure(self, observer: object, method: str) -> None:
+        """Log an observer's exception: in full the first time, at DEBUG after that."""
+        level = logging.DEBUG if method in self._failed else logging.ERROR
+        self._failed.add(method)
+        logger.log(level, "observer %r failed in %s", observer, method, exc_info=True)
 
     def actor_started(self, key: ActorKey) -> None:
         """Tell every observer."""
@@ -190,8 +200,12 @@ class Observers(Observer):
         self._each("actor_stopped", key, reason)
 
     def call_finished(self, record: CallRecord) -> None:
-        """Tell every observer."""
-        self._each("call_finished", record)
+        """Tell every observer that listens for calls."""
+        for observer, deliver in self._call_finished:
+            try:
+                deliver(record)
+            except Exception:
+                self._report_failure(observer, "call_finished")
 
     def call_refused(self, tool: str | None, outcome: str) -> None:
         """Tell every observer."""

@@ -295,23 +295,26 @@ class _ObservedEnvelope(_Envelope):
     observed: ClassVar[bool] = True
 
     def reply(self, outcome: _Outcome) -> None:
+        finished = time.perf_counter()
         super().reply(outcome)
-        if isinstance(outcome, CallResult):
+        if type(outcome) is CallResult:
             label = TOOL_ERROR if outcome.is_error else OK
         else:
+            assert isinstance(outcome, RuntimeCallError)
             label = outcome_of(outcome)
         tool = self.tool
-        record = CallRecord(
-            tool.full_name,
-            tool.module.name,
-            self.context,
-            label,
-            self.accepted,
-            self.started,
-            time.perf_counter(),
-            self.meta,
+        self.observer.call_finished(
+            CallRecord(
+                tool.full_name,
+                tool.module.name,
+                self.context,
+                label,
+                self.accepted,
+                self.started,
+                finished,
+                self.meta,
+            )
         )
-        self.observer.call_finished(record)
 
 
 @attrs.define(eq=False)

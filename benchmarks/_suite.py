@@ -17,6 +17,7 @@ from ._embedding import run_embedding
 from ._isolation import run_isolation
 from ._measure import Progress
 from ._memory import run_memory
+from ._observer import run_observer
 from ._over_mcp import run_over_mcp
 from ._peers import run_peers
 from ._report import Report, ScenarioResult
@@ -270,6 +271,7 @@ Scenario = Callable[[Sizes, Progress], ScenarioResult]
 
 SCENARIOS: Final[Mapping[str, Scenario]] = {
     "call_path": run_call_path,
+    "observer": run_observer,
     "activation": run_activation,
     "memory": run_memory,
     "churn": run_churn,

@@ -27,6 +27,7 @@ from actors.store import open_store
 from benchmarks import PRESETS, SCENARIOS, Figure, Report, run_suite
 from benchmarks import _embedding as embedding
 from benchmarks import _fastmcp_peer as fastmcp_peer
+from benchmarks import _observer as observer
 from benchmarks.__main__ import main
 from benchmarks._baselines import HandlersDirect, bench_module
 from benchmarks._durable import missing_writes, tally_module
@@ -155,6 +156,21 @@ class TestCorrectnessCounters:
         """Every installed peer gets a throughput ratio against the runtime."""
         ratios = figures_of(report, "peers", "runtime / ")
         assert all(f.unit == "x" and math.isfinite(f.value) for f in ratios)
+
+
+class TestObserver:
+    def test_each_observer_is_measured_against_none(self, report: Report) -> None:
+        """No observer, an empty one and Prometheus: calls/s each, and the judged ratio."""
+        tiny = PRESETS["tiny"]
+        found = {f.name: f for f in report.figures if f.scenario == "observer"}
+        many = f"keys={observer.KEYS}, callers={max(tiny.call_callers)}"
+        for label in (observer.NONE, observer.EMPTY, observer.PROMETHEUS):
+            for callers in tiny.call_callers:
+                where = f"keys={observer.KEYS}, callers={callers}"
+                assert found[f"{label} calls/s, {where}"].value > 0
+        judged = found[f"{observer.PROMETHEUS} / {observer.NONE}, {many}"]
+        assert judged.target == "≥ 0.9x"
+        assert isinstance(judged.meets, bool)
 
 
 def durable_figures(report: Report, *, peer: bool = False) -> dict[str, Figure]:

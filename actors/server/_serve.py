@@ -182,7 +182,7 @@ async def serve(options: ServeOptions) -> None:
                     logger.info("tokens: %s", describe_tokens(options.tokens))
                 adapter = _adapter(runtime, options, observer)
                 if metrics is not None:
-                    metrics.in_flight.set_function(lambda: adapter.in_flight)
+                    metrics.track_in_flight(lambda: adapter.in_flight)
                 stop = trio.Event()
                 grace = options.runtime.shutdown_grace
                 watchers.start_soon(_drain, shutdown, adapter, grace, stop)
