@@ -177,6 +177,22 @@ class TestTracing:
         assert queue.start_time is not None
         assert queue.end_time - queue.start_time == pytest.approx(0.25e9, abs=1e3)
 
+    async def test_through_a_real_runtime(self, exporter: InMemorySpanExporter) -> None:
+        """The trace context a client puts in ``_meta`` parents the call's span."""
+        async with open_runtime([planning], observer=tracer(exporter)) as runtime:
+            meta = {"sessionId": "s1", "traceparent": TRACEPARENT}
+            await runtime.call_tool("planning__create_goal", {"goal": "g"}, meta=meta)
+            await runtime.call_tool("planning__list_goals", {}, meta={"sessionId": "s1"})
+        calls = [s for s in exporter.get_finished_spans() if s.name.startswith("tools/call")]
+        assert [s.name for s in calls] == [
+            "tools/call planning__create_goal",
+            "tools/call planning__list_goals",
+        ]
+        traced, untraced = calls
+        assert format(traced.context.trace_id, "032x") == TRACE_ID
+        assert untraced.parent is None  # no trace context: a trace of its own
+        assert untraced.context.trace_id != traced.context.trace_id
+
     def test_an_error_and_a_call_that_never_ran(self, exporter: InMemorySpanExporter) -> None:
         tracer(exporter).call_finished(record("shutting_down", started=None))
         spans = {span.name: span for span in exporter.get_finished_spans()}
