@@ -58,7 +58,22 @@ if TYPE_CHECKING:
     from ._measure import Progress
     from ._suite import Sizes
 
-__all__ = ["FASTMCP_VERSION", "fastmcp_venv", "find_fastmcp", "run_fastmcp_peer"]
+__all__ = [
+    "FASTMCP_MEMORY",
+    "FASTMCP_VERSION",
+    "OURS_MEMORY",
+    "Driven",
+    "InstallError",
+    "Peer",
+    "cpu_ratios",
+    "fastmcp_venv",
+    "find_fastmcp",
+    "install_fastmcp",
+    "per_call",
+    "run_fastmcp_peer",
+    "serve_stdio",
+    "warmed",
+]
 
 NAME: Final = "durable"
 FASTMCP_VERSION: Final = "4.1.6"
@@ -104,7 +119,7 @@ def find_fastmcp() -> str | None:
     return str(venv / "bin" / "python") if _installed_in(venv) else None
 
 
-class _InstallError(Exception):
+class InstallError(Exception):
     """FastMCP could not be installed; the message says what failed."""
 
 
@@ -120,7 +135,7 @@ def _run(command: Sequence[str | Path], timeout: float) -> subprocess.CompletedP
         )
     except subprocess.TimeoutExpired:
         msg = f"{' '.join(map(str, command[:4]))} … took over {timeout:.0f} s"
-        raise _InstallError(msg) from None
+        raise InstallError(msg) from None
 
 
 def _checked(command: Sequence[str | Path], timeout: float) -> None:
@@ -128,7 +143,7 @@ def _checked(command: Sequence[str | Path], timeout: float) -> None:
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         msg = f"{' '.join(map(str, command[:4]))} … failed: {last}"
-        raise _InstallError(msg)
+        raise InstallError(msg)
 
 
 def _slim_requirements(venv: Path) -> list[str]:
@@ -149,7 +164,7 @@ def _slim_requirements(venv: Path) -> list[str]:
 
 
 def install_fastmcp(progress: Progress) -> str:
-    """Make the scenario's venv with FastMCP; the Python to run it with, or _InstallError.
+    """Make the scenario's venv with FastMCP; the Python to run it with, or InstallError.
 
     Built beside its final place and renamed into it, so that an interrupted
     install never looks finished to the next run.
@@ -181,10 +196,10 @@ def install_fastmcp(progress: Progress) -> str:
         except OSError:
             if not _installed_in(venv):  # not another run's finished install
                 msg = f"{venv} exists without FastMCP {FASTMCP_VERSION} in it; remove it"
-                raise _InstallError(msg) from None
+                raise InstallError(msg) from None
     except OSError as exc:
         msg = f"cannot make {venv}: {exc}"
-        raise _InstallError(msg) from None
+        raise InstallError(msg) from None
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return str(venv / "bin" / "python")
@@ -229,7 +244,7 @@ def _text(result: object) -> str:
 
 @final
 @attrs.frozen
-class _Peer:
+class Peer:
     """One server over stdio, its process, and how its tools are spelled."""
 
     name: str
@@ -273,7 +288,7 @@ def _command(name: str, fastmcp: str, directory: Path) -> list[str]:
 
 
 @asynccontextmanager
-async def _served(name: str, fastmcp: str, directory: Path) -> AsyncIterator[_Peer]:
+async def serve_stdio(name: str, fastmcp: str, directory: Path) -> AsyncIterator[Peer]:
     """Server `name` in a subprocess and the SDK client calling it, until the block ends."""
     from mcp import ClientSession, StdioServerParameters, stdio_client  # the server extra
 
@@ -289,17 +304,17 @@ async def _served(name: str, fastmcp: str, directory: Path) -> AsyncIterator[_Pe
         ):
             await session.initialize()
             started = _children() - before
-            yield _Peer(name, session, started.pop() if len(started) == 1 else None)
+            yield Peer(name, session, started.pop() if len(started) == 1 else None)
 
 
 # ---- the phases ----------------------------------------------------------------------------
 
 
 @attrs.define(eq=False)
-class _Driven:
+class Driven:
     """A server under load: its sessions, failures, lost updates and the client's CPU."""
 
-    peer: _Peer
+    peer: Peer
     sessions: list[str]
     failures: int = 0
     lost: list[int] = attrs.field(factory=list)
@@ -346,19 +361,25 @@ class _Driven:
         return batch
 
 
+async def warmed(peer: Peer, sizes: Sizes) -> Driven:
+    """`peer` with its ``fastmcp_sessions`` sessions, each written once."""
+    sessions = [await peer.new_session(f"s-{n}") for n in range(sizes.fastmcp_sessions)]
+    driven = Driven(peer, sessions)
+    await driven.mixed(2 * len(sessions), sizes.fastmcp_callers)
+    driven.client_cpu.clear()
+    return driven
+
+
 async def _measure(
     sizes: Sizes, fastmcp: str, directory: Path, progress: Progress
-) -> tuple[Results, dict[str, _Driven]]:
+) -> tuple[Results, dict[str, Driven]]:
     callers = sizes.fastmcp_callers
     async with AsyncExitStack() as stack:
         progress(f"{NAME}: peer: starting {len(SERVERS)} servers")
         driven = {}
         for name in SERVERS:
-            peer = await stack.enter_async_context(_served(name, fastmcp, directory))
-            sessions = [await peer.new_session(f"s-{n}") for n in range(sizes.fastmcp_sessions)]
-            driven[name] = _Driven(peer, sessions)
-            await driven[name].mixed(2 * len(sessions), callers)  # warm: every session written
-            driven[name].client_cpu.clear()
+            peer = await stack.enter_async_context(serve_stdio(name, fastmcp, directory))
+            driven[name] = await warmed(peer, sizes)
         results: Results = {name: {MIXED: [], SHARED: []} for name in SERVERS}
         for number in range(sizes.fastmcp_rounds):
             progress(f"{NAME}: peer: round {number + 1}/{sizes.fastmcp_rounds}")
@@ -370,7 +391,7 @@ async def _measure(
     return results, driven
 
 
-def _per_call(seconds: Sequence[float | None], batches: Sequence[Batch]) -> Stats | None:
+def per_call(seconds: Sequence[float | None], batches: Sequence[Batch]) -> Stats | None:
     """Microseconds per call of each batch's `seconds`; None when any is unknown."""
     known = [s for s in seconds if s is not None]
     if len(known) < len(batches):
@@ -378,7 +399,7 @@ def _per_call(seconds: Sequence[float | None], batches: Sequence[Batch]) -> Stat
     return Stats.of([s / b.calls * 1e6 for s, b in zip(known, batches, strict=True)])
 
 
-def _cpu_ratios(numerators: Sequence[Batch], denominators: Sequence[Batch]) -> Stats | None:
+def cpu_ratios(numerators: Sequence[Batch], denominators: Sequence[Batch]) -> Stats | None:
     """Server CPU per call of one server over another's, round by round; None if unknown."""
     per_round = []
     for a, b in zip(numerators, denominators, strict=True):
@@ -396,15 +417,15 @@ def _mixed_figures(
         figure(NAME, f"peer: {name} p50, {where}", latencies(batches, 0.5), "µs"),
     ]
     for process, seconds in (("server", [b.cpu for b in batches]), ("client", client)):
-        per_call = _per_call(seconds, batches)
-        if per_call is not None:  # a server's CPU time is unknown without /proc
+        cost = per_call(seconds, batches)
+        if cost is not None:  # a server's CPU time is unknown without /proc
             label = f"peer: {name} {process} CPU per call, {where}"
-            figures.append(figure(NAME, label, per_call, "µs"))
+            figures.append(figure(NAME, label, cost, "µs"))
     return figures
 
 
 def _shared_figures(
-    name: str, batches: Sequence[Batch], server: _Driven, where: str
+    name: str, batches: Sequence[Batch], server: Driven, where: str
 ) -> list[Figure]:
     judged = NONE_TARGET if name in OURS else None
     return [
@@ -414,7 +435,7 @@ def _shared_figures(
     ]
 
 
-def _figures(results: Results, driven: dict[str, _Driven], sizes: Sizes) -> list[Figure]:
+def _figures(results: Results, driven: dict[str, Driven], sizes: Sizes) -> list[Figure]:
     callers = sizes.fastmcp_callers
     mixed = f"{callers} callers over {sizes.fastmcp_sessions} sessions, create/list"
     shared = f"{callers} callers x {sizes.fastmcp_appends} appends to one session"
@@ -424,7 +445,7 @@ def _figures(results: Results, driven: dict[str, _Driven], sizes: Sizes) -> list
     for ours, theirs, target in PAIRS:
         paired = ratios(results[ours][MIXED], results[theirs][MIXED])
         figures.append(figure(NAME, f"peer: {ours} / {theirs}, {mixed}", paired, "x", target))
-        cpu = _cpu_ratios(results[theirs][MIXED], results[ours][MIXED])
+        cpu = cpu_ratios(results[theirs][MIXED], results[ours][MIXED])
         if cpu is not None:
             name = f"peer: server CPU per call, {theirs} / {ours}, {mixed}"
             figures.append(figure(NAME, name, cpu, "x"))
@@ -445,7 +466,7 @@ def run_fastmcp_peer(sizes: Sizes, progress: Progress) -> tuple[list[Figure], li
     if fastmcp is None:
         try:
             fastmcp = install_fastmcp(progress)
-        except _InstallError as exc:
+        except InstallError as exc:
             return [], [f"peer skipped: installing FastMCP failed ({exc}); {_install_hint()}"]
     with tempfile.TemporaryDirectory(prefix="mcp-actors-peer-") as directory:
         results, driven = trio.run(_measure, sizes, fastmcp, Path(directory), progress)

@@ -1,6 +1,7 @@
-"""The FastMCP peer of the ``durable`` scenario: ``python _fastmcp_server.py {memory,file} [DIR]``.
+"""The FastMCP peer: ``python _fastmcp_server.py {memory | file DIR | memory --http PORT}``.
 
-A FastMCP 4 server on stdio with the planning-style tools of the scenario,
+A FastMCP 4 server on stdio (or Streamable HTTP, for the ``mcp`` scenario) with
+the planning-style tools of the ``durable`` scenario,
 its state kept the way FastMCP documents for state across calls: the
 ``SessionProvider`` mints session ids (``create_session``), and each tool
 resolves its ``session_id`` with ``get_session`` and reads and writes the
@@ -55,10 +56,16 @@ def _server(kind: str, directory: str | None) -> FastMCP:
 
 
 def main(argv: list[str]) -> int:
-    """Check the arguments and serve on stdio until EOF."""
+    """Check the arguments and serve on stdio until EOF, or on HTTP until killed."""
+    usage = "usage: _fastmcp_server.py {memory | file DIR | memory --http PORT}"
+    if argv[:2] == ["memory", "--http"] and len(argv) == 3 and argv[2].isdigit():
+        # Streamable HTTP at http://127.0.0.1:PORT/mcp, FastMCP's default path.
+        server = _server("memory", None)
+        server.run("http", host="127.0.0.1", port=int(argv[2]), show_banner=False)
+        return 0
     kinds = ("memory", "file")
     if not argv or argv[0] not in kinds or (argv[0] == "file") != (len(argv) == 2):
-        print("usage: _fastmcp_server.py {memory | file DIR}", file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     _server(argv[0], argv[1] if len(argv) == 2 else None).run("stdio", show_banner=False)
     return 0

@@ -32,6 +32,7 @@ import trio
 from actors import RuntimeConfig, open_runtime
 
 from ._baselines import HandlersDirect, bench_module
+from ._mcp_peer import run_mcp_peer
 from ._mcp_server import CPU_PROBE, DESIGNS, DIRECT, RUNTIME
 from ._measure import (
     Batch,
@@ -239,6 +240,7 @@ def run_over_mcp(sizes: Sizes, progress: Progress) -> ScenarioResult:
         note = f"skipped: the MCP server needs {', '.join(missing)} ({SERVER_HINT})"
         return ScenarioResult(NAME, notes=(note,))
     results = trio.run(_measure, sizes, progress)
+    peer_figures, peer_notes = run_mcp_peer(sizes, progress)
     notes = (
         f"{sizes.mcp_sessions} sessions, each call naming one; one stdio connection per server; "
         "the SDK client and each server in their own process",
@@ -249,5 +251,6 @@ def run_over_mcp(sizes: Sizes, progress: Progress) -> ScenarioResult:
         "a server's CPU per call includes about one probe call per batch (about 1 % with one "
         "caller); it cancels out of the hop. Single rounds scatter widely (spread); only the "
         "median is steady, and a share within a point of the target is within run-to-run noise",
+        *peer_notes,
     )
-    return ScenarioResult(NAME, tuple(_figures(results)), notes)
+    return ScenarioResult(NAME, (*_figures(results), *peer_figures), notes)

@@ -27,6 +27,7 @@ from actors.store import open_store
 from benchmarks import PRESETS, SCENARIOS, Figure, Report, run_suite
 from benchmarks import _embedding as embedding
 from benchmarks import _fastmcp_peer as fastmcp_peer
+from benchmarks import _mcp_peer as mcp_peer
 from benchmarks import _observer as observer
 from benchmarks.__main__ import main
 from benchmarks._baselines import HandlersDirect, bench_module
@@ -39,6 +40,12 @@ from benchmarks._report import INSTALL_HINT
 if TYPE_CHECKING:
     from pathlib import Path
 
+# The SDK client's SSE reader (the mcp scenario's FastMCP peer over HTTP) leaves httpx2's
+# response generators unexhausted when a session closes: client-side noise.
+pytestmark = [
+    pytest.mark.filterwarnings(r"ignore:Async generator 'httpx2\.:ResourceWarning"),
+    pytest.mark.filterwarnings(r"ignore:Async generator 'httpcore2\.:ResourceWarning"),
+]
 FIELDS = ("scenario", "name", "value", "unit", "target", "meets")
 PEERS_INSTALLED = any(importlib.util.find_spec(peer) for peer in ("ray", "pykka"))
 FASTMCP_INSTALLED = fastmcp_peer.find_fastmcp() is not None
@@ -110,6 +117,29 @@ class TestReportShape:
             assert share.target == "≤ 5 %"
             assert isinstance(share.meets, bool)
             assert math.isfinite(mcp[f"actor hop in process, {phase}"].value)
+
+    @pytest.mark.skipif(not FASTMCP_INSTALLED, reason="FastMCP is not installed (no network)")
+    def test_the_mcp_scenario_compares_fastmcp_on_both_transports(self, report: Report) -> None:
+        """actors serve and FastMCP: calls/s each and the judged ratio, stdio and HTTP."""
+        mcp = {f.name: f for f in report.figures if f.scenario == "mcp"}
+        tiny = PRESETS["tiny"]
+        for transport in mcp_peer.TRANSPORTS:
+            for callers in (1, tiny.fastmcp_callers):
+                where = f"{transport}, callers={callers}, {tiny.fastmcp_sessions} sessions"
+                where += ", create/list"
+                for server in (mcp_peer.OURS, mcp_peer.FASTMCP):
+                    assert mcp[f"peer: {server} calls/s, {where}"].value > 0
+                ratio = mcp[f"peer: {mcp_peer.OURS} / {mcp_peer.FASTMCP}, {where}"]
+                assert ratio.target == "≥ 3x"
+
+    def test_without_fastmcp_the_peer_is_skipped_with_a_note(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """No FastMCP and no install in a tiny run: no figures, a note saying how to get it."""
+        monkeypatch.setattr(mcp_peer, "find_fastmcp", lambda: None)
+        figures, notes = mcp_peer.run_mcp_peer(PRESETS["tiny"], lambda _line: None)
+        assert figures == []
+        assert "FastMCP 4.1.6 is not installed" in notes[0]
 
     def test_the_mcp_scenario_without_the_server_extra_says_how_to_install_it(
         self, monkeypatch: pytest.MonkeyPatch
@@ -287,7 +317,7 @@ class TestFastmcpPeer:
         """No package index: the peer is skipped with pip's complaint, the run goes on."""
 
         def offline(_progress: object) -> str:
-            raise fastmcp_peer._InstallError("pip install fastmcp==4.1.6 failed: no network")
+            raise fastmcp_peer.InstallError("pip install fastmcp==4.1.6 failed: no network")
 
         monkeypatch.setattr(fastmcp_peer, "find_fastmcp", lambda: None)
         monkeypatch.setattr(fastmcp_peer, "install_fastmcp", offline)
@@ -337,7 +367,7 @@ class TestFastmcpPeer:
     async def test_lost_updates_are_acknowledged_appends_the_list_lacks(self) -> None:
         """Appends acknowledged minus goals listed, per round."""
         peer = ForgetfulPeer()
-        driven = fastmcp_peer._Driven(peer, ["s"])  # type: ignore[arg-type]
+        driven = fastmcp_peer.Driven(peer, ["s"])  # type: ignore[arg-type]
         batch = await driven.shared("shared", appends=3, callers=2)
         assert batch.calls == peer.appends == 6
         assert driven.lost == [3]

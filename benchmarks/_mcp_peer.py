@@ -1,0 +1,205 @@
+"""The ``mcp`` scenario's peer: ``actors serve`` against FastMCP, over stdio and HTTP.
+
+The server a user would pick instead: FastMCP 4 with its session state in
+memory (`benchmarks._fastmcp_server`), against ``python -m actors serve
+--state memory``, both doing the same planning-style work — create_goal and
+list_goals, alternately, spread over many sessions — driven by the official
+SDK client from this process. Each transport runs both servers as
+subprocesses: over stdio, and over Streamable HTTP on 127.0.0.1 (ours with
+hypercorn, FastMCP with uvicorn, each with its default logging). Rounds
+interleave the servers, with one caller and with many; each ratio pairs the
+two servers' batches of the same round.
+
+FastMCP comes from the ``durable`` scenario's virtual environment
+(`benchmarks._fastmcp_peer`): installed by the quick and full runs when
+missing, skipped with a note otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from ._fastmcp_peer import (
+    FASTMCP_MEMORY,
+    FASTMCP_VERSION,
+    OURS_MEMORY,
+    InstallError,
+    Peer,
+    cpu_ratios,
+    find_fastmcp,
+    install_fastmcp,
+    per_call,
+    serve_stdio,
+    warmed,
+)
+from ._measure import Results, ratios, throughputs
+from ._report import Figure, Target, figure
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+    from contextlib import AbstractAsyncContextManager
+
+    from ._measure import Batch, Progress
+    from ._suite import Sizes
+
+__all__ = ["run_mcp_peer"]
+
+NAME: Final = "mcp"
+FASTMCP: Final = FASTMCP_MEMORY
+OURS: Final = OURS_MEMORY
+TRANSPORTS: Final = ("stdio", "HTTP")
+RATIO_TARGET: Final = Target(">=", 3)
+_STARTUP: Final = 30.0  # seconds a server may take to listen
+_OUR_URL: Final = re.compile(r"listening on (http://\S+)")
+_THEIR_URL: Final = re.compile(r"Uvicorn running on (http://\S+)")
+_SERVER_SCRIPT: Final = Path(__file__).with_name("_fastmcp_server.py")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def _url_from(log: Path, pattern: re.Pattern[str], process: trio.Process) -> str:
+    """The URL the server prints once it listens (waiting for it, and for nothing dead)."""
+    with trio.fail_after(_STARTUP):
+        while True:
+            text = await trio.Path(log).read_text(errors="replace")
+            found = pattern.search(text)
+            if found is not None:
+                return found.group(1).rstrip("/")
+            if process.returncode is not None:
+                msg = f"the server exited with {process.returncode}: {text[-2000:]}"
+                raise RuntimeError(msg)
+            await trio.sleep(0.05)
+
+
+@asynccontextmanager
+async def _serve_http(name: str, fastmcp: str, directory: Path) -> AsyncIterator[Peer]:
+    """Server `name` on Streamable HTTP in a subprocess, and an SDK client session to it."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    if name == OURS:
+        command = [sys.executable, "-m", "actors", "serve", "--state", "memory"]
+        command += ["--http", "127.0.0.1:0"]
+        pattern = _OUR_URL
+    else:
+        command = [fastmcp, "-I", str(_SERVER_SCRIPT), "memory", "--http", str(_free_port())]
+        pattern = _THEIR_URL
+    log = directory / f"{name.split(',')[0].replace(' ', '-')}-http.log"
+    with log.open("wb") as errors:
+        process = await trio.lowlevel.open_process(
+            command, stdin=subprocess.DEVNULL, stdout=errors, stderr=errors
+        )
+        try:
+            url = await _url_from(log, pattern, process)
+            if not url.endswith("/mcp"):
+                url += "/mcp"
+            async with (
+                streamable_http_client(url) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                yield Peer(name, session, process.pid)
+        finally:
+            with trio.CancelScope(shield=True):
+                process.kill()
+                await process.wait()
+
+
+def _served(
+    transport: str, name: str, fastmcp: str, directory: Path
+) -> AbstractAsyncContextManager[Peer]:
+    if transport == "stdio":
+        return serve_stdio(name, fastmcp, directory)
+    return _serve_http(name, fastmcp, directory)
+
+
+async def _measure(
+    sizes: Sizes, fastmcp: str, directory: Path, progress: Progress
+) -> dict[str, Results]:
+    """Per transport: server -> phase -> one batch per round."""
+    callers = (1, sizes.fastmcp_callers)
+    results: dict[str, Results] = {}
+    for transport in TRANSPORTS:
+        async with AsyncExitStack() as stack:
+            progress(f"{NAME}: FastMCP peer over {transport}: starting both servers")
+            driven = {}
+            for name in (OURS, FASTMCP):
+                served = _served(transport, name, fastmcp, directory)
+                driven[name] = await warmed(await stack.enter_async_context(served), sizes)
+            results[transport] = {name: {} for name in driven}
+            for number in range(sizes.fastmcp_rounds):
+                progress(f"{NAME}: FastMCP peer over {transport}: round {number + 1}")
+                for count in callers:
+                    for name, server in driven.items():
+                        batch = await server.mixed(sizes.fastmcp_calls, count)
+                        results[transport][name].setdefault(f"callers={count}", []).append(batch)
+    return results
+
+
+def _figures(results: dict[str, Results], sizes: Sizes) -> list[Figure]:
+    figures = []
+    for transport, per_server in results.items():
+        for phase in per_server[OURS]:
+            where = f"{transport}, {phase}, {sizes.fastmcp_sessions} sessions, create/list"
+            for name in (OURS, FASTMCP):
+                stats = throughputs(per_server[name][phase])
+                figures.append(figure(NAME, f"peer: {name} calls/s, {where}", stats, "/s"))
+            ours, theirs = per_server[OURS][phase], per_server[FASTMCP][phase]
+            label = f"peer: {OURS} / {FASTMCP}, {where}"
+            figures.append(figure(NAME, label, ratios(ours, theirs), "x", RATIO_TARGET))
+            figures += _cpu_figures(ours, theirs, where)
+    return figures
+
+
+def _cpu_figures(ours: Sequence[Batch], theirs: Sequence[Batch], where: str) -> list[Figure]:
+    """Each server's CPU per call and theirs over ours: what serving costs, client aside."""
+    figures = []
+    for name, batches in ((OURS, ours), (FASTMCP, theirs)):
+        cpu = per_call([batch.cpu for batch in batches], batches)
+        if cpu is not None:  # unknown without /proc
+            label = f"peer: {name} server CPU per call, {where}"
+            figures.append(figure(NAME, label, cpu, "µs"))
+    paired = cpu_ratios(theirs, ours)
+    if paired is not None:
+        label = f"peer: server CPU per call, {FASTMCP} / {OURS}, {where}"
+        figures.append(figure(NAME, label, paired, "x"))
+    return figures
+
+
+def run_mcp_peer(sizes: Sizes, progress: Progress) -> tuple[list[Figure], list[str]]:
+    """The peer's figures and notes; no figures, and a note saying why, when it cannot run."""
+    fastmcp = find_fastmcp()
+    if fastmcp is None and sizes.fastmcp_install:
+        try:
+            fastmcp = install_fastmcp(progress)
+        except InstallError as exc:
+            return [], [f"FastMCP peer skipped: installing FastMCP failed ({exc})"]
+    if fastmcp is None:
+        hint = "python -m benchmarks --only mcp (quick or --full) installs it"
+        return [], [f"FastMCP peer skipped: FastMCP {FASTMCP_VERSION} is not installed; {hint}"]
+    with tempfile.TemporaryDirectory(prefix="mcp-actors-mcp-peer-") as directory:
+        results = trio.run(_measure, sizes, fastmcp, Path(directory), progress)
+    notes = [
+        f"FastMCP peer: FastMCP {FASTMCP_VERSION} with its memory session store against actors "
+        "serve --state memory, each a subprocess driven by the SDK client, over stdio and "
+        f"Streamable HTTP; {sizes.fastmcp_rounds} interleaved rounds, create_goal and "
+        "list_goals alternately",
+        "FastMCP peer: over HTTP one SDK client session in this process drives each server and "
+        "is the bottleneck for both (2 cores); server CPU per call (from /proc) is what each "
+        "server spends, the client aside",
+    ]
+    return _figures(results, sizes), notes
