@@ -1,4 +1,4 @@
-"""Sans-IO core: tool contexts, call parsing, scopes and keys, results, tool names.
+"""Sans-IO core: tool contexts, call parsing, scopes and keys, results, tool names, placement.
 
 Nothing here does I/O or imports trio, so it can serve a client-side
 middleware or another runtime as well as `actors`.
@@ -26,6 +26,7 @@ from ._names import SEPARATOR as SEPARATOR
 from ._names import ToolName as ToolName
 from ._names import has_scheme as has_scheme
 from ._names import name_from_service as name_from_service
+from ._placement import shard_for as shard_for
 from ._result import SERVICE_INFO_META_KEY as SERVICE_INFO_META_KEY
 from ._result import BackendType as BackendType
 from ._result import CallResult as CallResult
