@@ -551,18 +551,7 @@ class Runtime:
         # One coroutine frame from here to the reply: this is every call's hot path.
         if call.session_defaulted:
             self._log_defaulted(call.tool, call.context.session_id)
-        envelope = (
-            _Envelope(call.tool, call.context, call.arguments, progress=progress)
-            if self._observer is None
-            else _ObservedEnvelope(
-                call.tool,
-                call.context,
-                call.arguments,
-                progress=progress,
-                observer=self._observer,
-                meta=call.meta,
-            )
-        )
+        envelope = self._envelope(call, progress=progress)
         while (full := self._offer(call, envelope)) is not None:
             if await self._send_when_room(full, envelope):
                 self._counters.calls += 1
@@ -591,23 +580,34 @@ class Runtime:
         """
         if call.session_defaulted:
             self._log_defaulted(call.tool, call.context.session_id)
-        envelope = (
-            _Envelope(call.tool, call.context, call.arguments, on_reply=on_reply)
-            if self._observer is None
-            else _ObservedEnvelope(
-                call.tool,
-                call.context,
-                call.arguments,
-                on_reply=on_reply,
-                observer=self._observer,
-                meta=call.meta,
-            )
-        )
+        envelope = self._envelope(call, on_reply=on_reply)
         full = self._offer(call, envelope)
         if full is not None:
             full.pending -= 1  # not accepted, and nobody waits to send it
             return None
         return envelope.withdraw
+
+    def _envelope(
+        self,
+        call: PreparedCall,
+        *,
+        progress: Callable[[ProgressReport], None] | None = None,
+        on_reply: Callable[[_Outcome], None] | None = None,
+    ) -> _Envelope:
+        """The envelope `call` travels in: an observed one when someone observes."""
+        if self._observer is None:
+            return _Envelope(
+                call.tool, call.context, call.arguments, on_reply=on_reply, progress=progress
+            )
+        return _ObservedEnvelope(
+            call.tool,
+            call.context,
+            call.arguments,
+            on_reply=on_reply,
+            progress=progress,
+            observer=self._observer,
+            meta=call.meta,
+        )
 
     def _offer(self, call: PreparedCall, envelope: _Envelope) -> _Actor | None:
         """Put `envelope` in its key's mailbox now; the actor, if its full mailbox refused it.

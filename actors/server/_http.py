@@ -15,13 +15,9 @@ import functools
 import hashlib
 import hmac
 import logging
-import sys
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Final, cast, final
+from typing import TYPE_CHECKING, Any, Final, final
 
-import hypercorn.config
-import hypercorn.trio
-import trio
 from mcp import types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -34,13 +30,13 @@ from protocol import Caller
 
 from ._events import RETRY_INTERVAL_MS, BoundedEventStore, SessionScopes
 from ._gate import Gate, RefusalLog, SessionTable
-from ._ops import OpsRoutes
+from ._ops import OpsRoutes, serve_asgi
 from ._options import LOOPBACK_NAMES, is_loopback
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from hypercorn.typing import ASGIFramework
+    import trio
     from mcp.server.context import ServerRequestContext
 
     from ..telemetry import PrometheusMetrics
@@ -212,23 +208,11 @@ async def serve_http(
             logger.warning(
                 "serving on %s WITHOUT tokens (--insecure): anyone can use any session", host
             )
-    config = hypercorn.config.Config()
-    config.bind = [http_bind(host, port)]
-    config.errorlog = logging.getLogger("hypercorn.error")
-    config.graceful_timeout = _HTTP_CLOSE_GRACE
     refusals = RefusalLog()
     tokens = _StaticTokens(options.tokens) if options.tokens else None
     app = OpsRoutes(http_app(adapter, options, refusals), readiness, metrics, tokens)
     try:
-        async with trio.open_nursery() as nursery:
-            # Starlette's and hypercorn's ASGI type hints describe the same protocol differently.
-            framework = cast("ASGIFramework", app)
-            serve_app = functools.partial(
-                hypercorn.trio.serve, framework, config, shutdown_trigger=stop.wait
-            )
-            binds: list[str] = await nursery.start(serve_app)
-            for bind in binds:
-                # Not a log record: tests and scripts parse this line, whatever the log level.
-                print(f"mcp-actors: listening on {bind}{MCP_PATH}", file=sys.stderr, flush=True)
+        announce = f"mcp-actors: listening on {{}}{MCP_PATH}"
+        await serve_asgi(app, http_bind(host, port), stop, announce, grace=_HTTP_CLOSE_GRACE)
     finally:
         refusals.flush()

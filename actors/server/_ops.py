@@ -52,7 +52,7 @@ __all__ = [
     "READY_PATH",
     "OpsRoutes",
     "Readiness",
-    "serve_ops",
+    "serve_asgi",
 ]
 
 logger = logging.getLogger("actors.serve")
@@ -199,25 +199,32 @@ async def _lifespan(receive: Receive, send: Send) -> None:
             return
 
 
-async def serve_ops(
-    routes: OpsRoutes,
+async def serve_asgi(
+    app: object,
     bind: str,
     stop: trio.Event,
+    announce: str,
+    *,
+    grace: float,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve `routes` alone with hypercorn on `bind` (``HOST:PORT``) until `stop`."""
+    """Serve the ASGI `app` with hypercorn on `bind` (``HOST:PORT``) until `stop`.
+
+    Once it listens, prints `announce` with each address bound in place of
+    ``{}`` (not a log record: tests and scripts parse it, whatever the log
+    level). Open connections get `grace` seconds once `stop` is set.
+    """
     config = hypercorn.config.Config()
     config.bind = [bind]
     config.errorlog = logging.getLogger("hypercorn.error")
-    config.graceful_timeout = 1.0
+    config.graceful_timeout = grace
     async with trio.open_nursery() as nursery:
         # Starlette's and hypercorn's ASGI type hints describe the same protocol differently.
-        framework = cast("ASGIFramework", routes)
+        framework = cast("ASGIFramework", app)
         serve = functools.partial(
             hypercorn.trio.serve, framework, config, shutdown_trigger=stop.wait
         )
         binds: list[str] = await nursery.start(serve)
         for where in binds:
-            # Not a log record: tests and scripts parse this line, whatever the log level.
-            print(f"mcp-actors: operator endpoints on {where}", file=sys.stderr, flush=True)
+            print(announce.format(where), file=sys.stderr, flush=True)
         task_status.started()

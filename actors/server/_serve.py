@@ -49,7 +49,7 @@ from .._runtime import open_runtime
 from ..store import open_store
 from ._http import http_bind, identify_http_caller, serve_http
 from ._mcp import McpAdapter
-from ._ops import OpsRoutes, Readiness, serve_ops
+from ._ops import OpsRoutes, Readiness, serve_asgi
 from ._options import build_modules, describe_tokens
 from ._stdio import serve_stdio
 
@@ -141,7 +141,9 @@ async def _serve_transport(
         if options.metrics_address is not None:
             routes = OpsRoutes(None, readiness, metrics, tokens=None)
             host, port = options.metrics_address
-            await nursery.start(serve_ops, routes, http_bind(host, port), stop)
+            announce = "mcp-actors: operator endpoints on {}"
+            serve = functools.partial(serve_asgi, grace=1.0)
+            await nursery.start(serve, routes, http_bind(host, port), stop, announce)
         if options.http is None:
             await serve_stdio(
                 adapter,
