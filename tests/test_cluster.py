@@ -110,3 +110,29 @@ def _until_back(cluster: Cluster, session: str) -> list[str]:
             return answers
         time.sleep(0.2)
     pytest.fail(f"the shard did not come back: {answers[-3:]}")
+
+
+def test_two_owners_of_one_session_lose_no_update(fresh_postgres_url: str) -> None:
+    """Two clusters (as during a handover) both serve one session: the store fences them.
+
+    Each stale owner's write is refused and its call runs again on the state
+    as stored, so every acknowledged append is in the store, and the refusals
+    show up as write conflicts.
+    """
+    session, appends = "contested", 15
+    with (
+        open_cluster(PLANNING, shards=1, state=fresh_postgres_url) as first,
+        open_cluster(PLANNING, shards=2, state=fresh_postgres_url) as second,
+    ):
+        acknowledged = [
+            not cluster.call(goal(session, f"{label}{n}")).is_error
+            for n in range(appends)
+            for cluster, label in ((first, "a"), (second, "b"))  # turn by turn: always stale
+        ]
+        fenced = sum(s.write_conflicts for c in (first, second) for s in c.statistics().values())
+    # Read through a new owner: a stale one's read-only calls see its own copy (no handover yet).
+    with open_cluster(PLANNING, shards=1, state=fresh_postgres_url) as fresh:
+        listed = goals(fresh, session)
+    assert acknowledged.count(True) == 2 * appends
+    assert listed.startswith(f"Goals ({2 * appends}):"), listed
+    assert fenced > 0  # the two owners did meet, and the store refused the stale one

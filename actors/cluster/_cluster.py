@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from protocol import Caller
 
-    from .._runtime import RuntimeConfig
+    from .._runtime import RuntimeConfig, RuntimeStatistics
 
 __all__ = ["Cluster", "open_cluster"]
 
@@ -83,6 +83,10 @@ class Cluster:
             )
             return CallResult.error(text).stamped(tool.service)
         return _from_wire(wire, tool.service)
+
+    def statistics(self) -> dict[str, RuntimeStatistics]:
+        """Each shard's runtime counters, by shard name (``write_conflicts``: fenced writes)."""
+        return {name: ray.get(handle.statistics.remote()) for name, handle in self._shards.items()}
 
     def pid_of(self, shard: str) -> int:
         """The process id of `shard` now."""

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from protocol import Caller
 
     from .._guest import AsyncioRuntime
-    from .._runtime import RuntimeConfig
+    from .._runtime import RuntimeConfig, RuntimeStatistics
 
 __all__ = ["ShardHost"]
 
@@ -62,6 +62,10 @@ class ShardHost:
             service = runtime.registry.resolve(params["name"]).service
             result = error_result(error, service)
         return result.to_wire()
+
+    async def statistics(self) -> RuntimeStatistics:
+        """The shard's runtime counters (`Runtime.statistics`)."""
+        return (await self._opened()).statistics()
 
     async def pid(self) -> int:
         """The shard's process id (tests kill it to fail it over)."""
