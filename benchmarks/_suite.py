@@ -12,6 +12,7 @@ import attrs
 from ._activation import run_activation
 from ._call_path import run_call_path
 from ._churn import run_churn
+from ._cluster import run_cluster
 from ._durable import run_durable
 from ._embedding import run_embedding
 from ._isolation import run_isolation
@@ -120,6 +121,14 @@ class Sizes:
     """embedding: requests per batch with many clients."""
     embedding_http_clients: int
     """embedding: concurrent clients with many."""
+    cluster_sessions: int
+    """cluster: sessions the calls spread over."""
+    cluster_documents: int
+    """cluster: 32 KB documents in each session's content store."""
+    cluster_calls: int
+    """cluster: calls per batch."""
+    cluster_callers: int
+    """cluster: concurrent callers (threads) for the heavy calls."""
 
 
 TINY: Final = Sizes(
@@ -168,6 +177,10 @@ TINY: Final = Sizes(
     embedding_http_light_requests=10,
     embedding_http_requests=40,
     embedding_http_clients=5,
+    cluster_sessions=4,
+    cluster_documents=2,
+    cluster_calls=20,
+    cluster_callers=4,
 )
 QUICK: Final = Sizes(
     name="quick",
@@ -215,6 +228,10 @@ QUICK: Final = Sizes(
     embedding_http_light_requests=300,
     embedding_http_requests=2_000,
     embedding_http_clients=100,
+    cluster_sessions=8,
+    cluster_documents=16,
+    cluster_calls=100,
+    cluster_callers=8,
 )
 FULL: Final = Sizes(
     name="full",
@@ -262,6 +279,10 @@ FULL: Final = Sizes(
     embedding_http_light_requests=1_000,
     embedding_http_requests=10_000,
     embedding_http_clients=100,
+    cluster_sessions=16,
+    cluster_documents=10,
+    cluster_calls=300,
+    cluster_callers=16,
 )
 PRESETS: Final = {sizes.name: sizes for sizes in (TINY, QUICK, FULL)}
 """The sizes by name: ``tiny`` (the tests), ``quick`` (the default), ``full``."""
@@ -280,6 +301,7 @@ SCENARIOS: Final[Mapping[str, Scenario]] = {
     "durable": run_durable,
     "embedding": run_embedding,
     "peers": run_peers,
+    "cluster": run_cluster,
 }
 """Every scenario by name, in the order a full run takes them."""
 

@@ -203,6 +203,20 @@ class TestObserver:
         assert isinstance(judged.meets, bool)
 
 
+class TestCluster:
+    @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs Ray")
+    def test_shards_and_the_hop_are_measured(self, report: Report) -> None:
+        """Heavy calls/s with 1 and 2 shards, their judged ratio, and the Ray hop."""
+        found = {f.name: f for f in report.figures if f.scenario == "cluster"}
+        tiny = PRESETS["tiny"]
+        where = f"{tiny.cluster_sessions} sessions, {tiny.cluster_callers} callers"
+        for shards in (1, 2):
+            assert found[f"heavy search calls/s, {shards} shard(s), {where}"].value > 0
+        assert found[f"heavy search, 2 shards / 1 shard, {where}"].target == "≥ 1.6x"
+        hop = found["the Ray hop per call (through a shard - in process), 1 caller"]
+        assert math.isfinite(hop.value)
+
+
 def durable_figures(report: Report, *, peer: bool = False) -> dict[str, Figure]:
     """The durable scenario's figures by name: the in-process parts, or the peer's."""
     return {

@@ -1,0 +1,190 @@
+"""Scenario ``cluster``: what shards on Ray buy on this machine, and what the Ray hop costs.
+
+A local Ray (``num_cpus=2``) runs `actors.cluster` shards over the ``memory``
+store (each session lives on one shard, so nothing needs sharing here).
+Callers in this process, one thread each, call through `Cluster.call`:
+
+* **heavy** — ``content_store__search_content`` over a session holding a few
+  hundred KB of documents: CPU-bound in the shard, the case more shards are
+  for. Reported: aggregate calls/s with 1 shard and with 2, and their ratio
+  (target at least 1.6x on 2 cores);
+* **light** — ``planning__list_goals``: the cost of the hop itself, against
+  the same calls through `Runtime.call` in this process.
+
+Skipped, with a note, without Ray (the ``cluster`` extra).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib.util
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+from actors import open_runtime
+from actors.modules import planning
+
+from ._measure import Stats
+from ._report import Figure, ScenarioResult, Target, figure
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from actors.cluster import Cluster
+
+    from ._measure import Progress
+    from ._suite import Sizes
+
+__all__ = ["run_cluster"]
+
+NAME: Final = "cluster"
+MODULES: Final = ("actors.modules:planning", "actors.modules:content_store")
+SCALE_TARGET: Final = Target(">=", 1.6)
+_WORDS: Final = [
+    "actor",
+    "shard",
+    "session",
+    "state",
+    "trio",
+    "ray",
+    "store",
+    "write",
+    "read",
+    "owner",
+    "key",
+    "call",
+]
+
+
+def _document(number: int, size: int) -> str:
+    words = [_WORDS[(number * 7 + n * 3) % len(_WORDS)] for n in range(size // 6)]
+    return " ".join(words)
+
+
+def _call(tool: str, session: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": tool, "arguments": arguments, "_meta": {"sessionId": session}}
+
+
+def _search(session: str) -> dict[str, Any]:
+    return _call("content_store__search_content", session, query="shard owner write")
+
+
+def _listing(session: str) -> dict[str, Any]:
+    return _call("planning__list_goals", session)
+
+
+def _fill(cluster: Cluster, sessions: list[str], sizes: Sizes) -> None:
+    """Each session's store: `cluster_documents` documents of 32 KB."""
+    for session in sessions:
+        for number in range(sizes.cluster_documents):
+            add = _call(
+                "content_store__add_content",
+                session,
+                filename=f"doc-{number}.txt",
+                content=_document(number, 32 * 1024),
+            )
+            result = cluster.call(add)
+            assert not result.is_error, result.first_text
+
+
+def _rate(
+    call: Callable[[dict[str, Any]], object], calls: list[dict[str, Any]], callers: int
+) -> float:
+    """Calls per second of `calls` spread over `callers` threads."""
+    began = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(callers) as pool:
+        for _ in pool.map(call, calls):
+            pass
+    return len(calls) / (time.perf_counter() - began)
+
+
+def _sessions(count: int) -> list[str]:
+    return [f"bench-{n}" for n in range(count)]
+
+
+def _measure_shards(
+    shards: int, sizes: Sizes, progress: Progress
+) -> tuple[list[float], list[float]]:
+    """Heavy and light calls/s per round with `shards` shards."""
+    from actors.cluster import open_cluster
+
+    sessions = _sessions(sizes.cluster_sessions)
+    heavy, light = [], []
+    with open_cluster(MODULES, shards=shards, state="memory") as cluster:
+        progress(f"{NAME}: {shards} shard(s): filling {len(sessions)} sessions")
+        _fill(cluster, sessions, sizes)
+        searches = [_search(sessions[n % len(sessions)]) for n in range(sizes.cluster_calls)]
+        listings = [_listing(sessions[n % len(sessions)]) for n in range(sizes.cluster_calls)]
+        _rate(cluster.call, searches[: len(sessions)], sizes.cluster_callers)  # warm
+        for number in range(sizes.rounds):
+            progress(f"{NAME}: {shards} shard(s): round {number + 1}")
+            heavy.append(_rate(cluster.call, searches, sizes.cluster_callers))
+            light.append(_rate(cluster.call, listings, 1))
+    return heavy, light
+
+
+async def _in_process(sizes: Sizes) -> list[float]:
+    """planning__list_goals through `Runtime.call` here, one caller: the hop's baseline."""
+    sessions = _sessions(sizes.cluster_sessions)
+    rates = []
+    async with open_runtime([planning]) as runtime:
+        for _ in range(sizes.rounds):
+            began = time.perf_counter()
+            for n in range(sizes.cluster_calls):
+                await runtime.call(_listing(sessions[n % len(sessions)]))
+            rates.append(sizes.cluster_calls / (time.perf_counter() - began))
+    return rates
+
+
+def _figures(
+    per_shards: dict[int, tuple[list[float], list[float]]], local: list[float], sizes: Sizes
+) -> list[Figure]:
+    where = f"{sizes.cluster_sessions} sessions, {sizes.cluster_callers} callers"
+    figures = []
+    for shards, (heavy, light) in per_shards.items():
+        figures.append(
+            figure(NAME, f"heavy search calls/s, {shards} shard(s), {where}", Stats.of(heavy), "/s")
+        )
+        figures.append(
+            figure(
+                NAME,
+                f"light calls/s through a shard, {shards} shard(s), 1 caller",
+                Stats.of(light),
+                "/s",
+            )
+        )
+    one, two = per_shards[1][0], per_shards[2][0]
+    scaled = Stats.of([b / a for a, b in zip(one, two, strict=True)])
+    figures.append(
+        figure(NAME, f"heavy search, 2 shards / 1 shard, {where}", scaled, "x", SCALE_TARGET)
+    )
+    figures.append(figure(NAME, "light calls/s in process, 1 caller", Stats.of(local), "/s"))
+    hop = Stats.of(
+        [1e6 / far - 1e6 / near for far, near in zip(per_shards[1][1], local, strict=True)]
+    )
+    figures.append(
+        figure(NAME, "the Ray hop per call (through a shard - in process), 1 caller", hop, "µs")
+    )
+    return figures
+
+
+def run_cluster(sizes: Sizes, progress: Progress) -> ScenarioResult:
+    """Measure 1 and 2 shards on a local Ray, and the hop, when Ray is installed."""
+    if importlib.util.find_spec("ray") is None:
+        return ScenarioResult(NAME, notes=("skipped: needs Ray (pip install -e '.[cluster]')",))
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        per_shards = {shards: _measure_shards(shards, sizes, progress) for shards in (1, 2)}
+    finally:
+        ray.shutdown()
+    local = trio.run(_in_process, sizes)
+    notes = (
+        f"local Ray, num_cpus=2; shards over the memory store; {sizes.cluster_documents} "
+        "documents of 32 KB per session; callers are threads of this process calling "
+        "Cluster.call (ray.get)",
+    )
+    return ScenarioResult(NAME, tuple(_figures(per_shards, local, sizes)), notes)
