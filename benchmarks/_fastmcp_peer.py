@@ -288,11 +288,13 @@ def _command(name: str, fastmcp: str, directory: Path) -> list[str]:
 
 
 @asynccontextmanager
-async def serve_stdio(name: str, fastmcp: str, directory: Path) -> AsyncIterator[Peer]:
-    """Server `name` in a subprocess and the SDK client calling it, until the block ends."""
+async def serve_stdio(
+    name: str, fastmcp: str, directory: Path, extra: Sequence[str] = ()
+) -> AsyncIterator[Peer]:
+    """Server `name` (`extra` added to its command line) and the SDK client calling it."""
     from mcp import ClientSession, StdioServerParameters, stdio_client  # the server extra
 
-    command = _command(name, fastmcp, directory)
+    command = [*_command(name, fastmcp, directory), *extra]
     params = StdioServerParameters(command=command[0], args=command[1:])
     before = _children()
     # Each server's log goes to a file, never to a pipe that could fill.

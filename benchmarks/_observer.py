@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import tempfile
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import trio
@@ -28,11 +30,12 @@ from actors import Observer, open_runtime
 
 from ._baselines import bench_module
 from ._designs import key_names, runtime_call
+from ._fastmcp_peer import OURS_MEMORY, cpu_ratios, serve_stdio, warmed
 from ._measure import CallContender, Phase, Results, interleave, ratios, throughputs
 from ._report import Figure, ScenarioResult, Target, figure
 
 if TYPE_CHECKING:
-    from ._measure import Progress
+    from ._measure import Batch, Progress
     from ._suite import Sizes
 
 __all__ = ["EMPTY", "NONE", "PROMETHEUS", "run_observer"]
@@ -94,6 +97,38 @@ def _figures(results: Results, callers: int, many: int) -> list[Figure]:
     return figures
 
 
+async def _over_stdio(sizes: Sizes, progress: Progress) -> dict[str, list[Batch]]:
+    """``serve`` over stdio without and with ``--metrics``: one batch per round each."""
+    async with AsyncExitStack() as stack:
+        directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        servers = {}
+        for label, extra in ((NONE, ()), (PROMETHEUS, ("--metrics", "127.0.0.1:0"))):
+            served = serve_stdio(OURS_MEMORY, "", directory, extra)
+            servers[label] = await warmed(await stack.enter_async_context(served), sizes)
+        results: dict[str, list[Batch]] = {label: [] for label in servers}
+        for number in range(sizes.fastmcp_rounds):
+            progress(f"{NAME}: serve over stdio: round {number + 1}")
+            for label, server in servers.items():
+                batch = await server.mixed(sizes.fastmcp_calls, sizes.fastmcp_callers)
+                results[label].append(batch)
+    return results
+
+
+def _stdio_figures(results: dict[str, list[Batch]], sizes: Sizes) -> list[Figure]:
+    where = f"serve over stdio, {sizes.fastmcp_callers} callers, create/list"
+    none, metrics = results[NONE], results[PROMETHEUS]
+    figures = [
+        figure(NAME, f"{label} calls/s, {where}", throughputs(batches), "/s")
+        for label, batches in results.items()
+    ]
+    label = f"{PROMETHEUS} / {NONE}, {where}"
+    figures.append(figure(NAME, label, ratios(metrics, none), "x", METRICS_TARGET))
+    cpu = cpu_ratios(metrics, none)
+    if cpu is not None:  # unknown without /proc
+        figures.append(figure(NAME, f"server CPU per call, {label}", cpu, "x"))
+    return figures
+
+
 def run_observer(sizes: Sizes, progress: Progress) -> ScenarioResult:
     """Measure the call path without an observer, with an empty one and with metrics."""
     results = trio.run(_measure, sizes, progress)
@@ -102,4 +137,13 @@ def run_observer(sizes: Sizes, progress: Progress) -> ScenarioResult:
     notes = ["ratios pair each observed runtime's round with the unobserved one's"]
     if PROMETHEUS not in results:
         notes.append("Prometheus skipped: pip install 'mcp-actors[metrics]'")
+        return ScenarioResult(NAME, tuple(figures), tuple(notes))
+    if importlib.util.find_spec("mcp") is None:
+        notes.append("serve over stdio skipped: pip install -e '.[server]'")
+        return ScenarioResult(NAME, tuple(figures), tuple(notes))
+    figures += _stdio_figures(trio.run(_over_stdio, sizes, progress), sizes)
+    notes.append(
+        "serve over stdio: python -m actors serve --state memory, and the same with --metrics "
+        "HOST:PORT, each driven by the SDK client (the durable scenario's peer sizes)"
+    )
     return ScenarioResult(NAME, tuple(figures), tuple(notes))

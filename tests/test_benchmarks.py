@@ -201,6 +201,10 @@ class TestObserver:
         judged = found[f"{observer.PROMETHEUS} / {observer.NONE}, {many}"]
         assert judged.target == "≥ 0.9x"
         assert isinstance(judged.meets, bool)
+        stdio = f"serve over stdio, {tiny.fastmcp_callers} callers, create/list"
+        over_mcp = found[f"{observer.PROMETHEUS} / {observer.NONE}, {stdio}"]
+        assert over_mcp.target == "≥ 0.9x"
+        assert over_mcp.value > 0
 
 
 class TestCluster:
