@@ -445,7 +445,11 @@ class Runtime:
         self._config = config
         self._store = store
         # Guarded, so that an observer's bug never reaches a call (see Observers).
-        self._observer = None if observer is None else Observers([observer])
+        self._observer = (
+            observer
+            if observer is None or isinstance(observer, Observers)
+            else Observers([observer])
+        )
         # Sessions being ended (by how many end_session calls): their calls are refused.
         self._ending: collections.Counter[str] = collections.Counter()
         # The routing table: each key's newest actor, least recently used first.

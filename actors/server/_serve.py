@@ -22,6 +22,14 @@ A token bound to no tenant is a trusted gateway and may address any session,
 as may every client of a loopback server configured without tokens. The SDK
 ties each HTTP session (``Mcp-Session-Id``) to the token that opened it.
 
+Operators
+---------
+``/healthz`` and ``/readyz`` are served beside ``/mcp`` (`actors.server._ops`);
+``--metrics`` adds Prometheus metrics there, or on a listener of its own with
+``--metrics HOST:PORT`` (the only way for a stdio server). Spans are made when
+the process has an OpenTelemetry SDK configured. ``--log-format json`` writes
+one JSON object per log record (`actors.server._logs`).
+
 Shutdown
 --------
 The first SIGINT or SIGTERM stops new calls (they get an ``isError``
