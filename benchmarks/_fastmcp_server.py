@@ -55,13 +55,27 @@ def _server(kind: str, directory: str | None) -> FastMCP:
     return server
 
 
+def _port(text: str) -> int | None:
+    """The port `text` names, 0 to 65535 (ASCII digits only); None if it names none."""
+    if not (text.isascii() and text.isdigit()) or int(text) > 65535:
+        return None
+    return int(text)
+
+
 def main(argv: list[str]) -> int:
     """Check the arguments and serve on stdio until EOF, or on HTTP until killed."""
     usage = "usage: _fastmcp_server.py {memory | file DIR | memory --http PORT}"
-    if argv[:2] == ["memory", "--http"] and len(argv) == 3 and argv[2].isdigit():
-        # Streamable HTTP at http://127.0.0.1:PORT/mcp, FastMCP's default path.
-        server = _server("memory", None)
-        server.run("http", host="127.0.0.1", port=int(argv[2]), show_banner=False)
+    if argv[:2] == ["memory", "--http"] and len(argv) == 3:
+        port = _port(argv[2])
+        if port is None:
+            print(
+                f"{usage}\nPORT must be 0 (any free port) to 65535, not {argv[2]!r}",
+                file=sys.stderr,
+            )
+            return 2
+        # Streamable HTTP at http://127.0.0.1:PORT/mcp, FastMCP's default path; uvicorn logs
+        # "Uvicorn running on URL" with the port it bound, which is how port 0 is learnt.
+        _server("memory", None).run("http", host="127.0.0.1", port=port, show_banner=False)
         return 0
     kinds = ("memory", "file")
     if not argv or argv[0] not in kinds or (argv[0] == "file") != (len(argv) == 2):

@@ -18,7 +18,6 @@ missing, skipped with a note otherwise.
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,10 +44,10 @@ from ._measure import Results, ratios, throughputs
 from ._report import Figure, Target, figure
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator
     from contextlib import AbstractAsyncContextManager
 
-    from ._measure import Batch, Progress
+    from ._measure import Progress
     from ._suite import Sizes
 
 __all__ = ["run_mcp_peer"]
@@ -62,13 +61,6 @@ _STARTUP: Final = 30.0  # seconds a server may take to listen
 _OUR_URL: Final = re.compile(r"listening on (http://\S+)")
 _THEIR_URL: Final = re.compile(r"Uvicorn running on (http://\S+)")
 _SERVER_SCRIPT: Final = Path(__file__).with_name("_fastmcp_server.py")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 async def _url_from(log: Path, pattern: re.Pattern[str], process: trio.Process) -> str:
@@ -91,12 +83,14 @@ async def _serve_http(name: str, fastmcp: str, directory: Path) -> AsyncIterator
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
+    # Port 0 for both: each binds a free port itself and logs it, so no other process can
+    # take the port between choosing it and listening on it.
     if name == OURS:
         command = [sys.executable, "-m", "actors", "serve", "--state", "memory"]
         command += ["--http", "127.0.0.1:0"]
         pattern = _OUR_URL
     else:
-        command = [fastmcp, "-I", str(_SERVER_SCRIPT), "memory", "--http", str(_free_port())]
+        command = [fastmcp, "-I", str(_SERVER_SCRIPT), "memory", "--http", "0"]
         pattern = _THEIR_URL
     log = directory / f"{name.split(',')[0].replace(' ', '-')}-http.log"
     with log.open("wb") as errors:
@@ -127,12 +121,17 @@ def _served(
     return _serve_http(name, fastmcp, directory)
 
 
+ClientCpu = dict[tuple[str, str, str], list[float]]
+"""(transport, server, phase) -> CPU seconds this process spent driving each batch."""
+
+
 async def _measure(
     sizes: Sizes, fastmcp: str, directory: Path, progress: Progress
-) -> dict[str, Results]:
-    """Per transport: server -> phase -> one batch per round."""
+) -> tuple[dict[str, Results], ClientCpu]:
+    """Per transport: server -> phase -> one batch per round; and the client's CPU per batch."""
     callers = (1, sizes.fastmcp_callers)
     results: dict[str, Results] = {}
+    client: ClientCpu = {}
     for transport in TRANSPORTS:
         async with AsyncExitStack() as stack:
             progress(f"{NAME}: FastMCP peer over {transport}: starting both servers")
@@ -144,13 +143,16 @@ async def _measure(
             for number in range(sizes.fastmcp_rounds):
                 progress(f"{NAME}: FastMCP peer over {transport}: round {number + 1}")
                 for count in callers:
+                    phase = f"callers={count}"
                     for name, server in driven.items():
                         batch = await server.mixed(sizes.fastmcp_calls, count)
-                        results[transport][name].setdefault(f"callers={count}", []).append(batch)
-    return results
+                        results[transport][name].setdefault(phase, []).append(batch)
+                        spent = server.client_cpu[-1]  # what `mixed` just measured
+                        client.setdefault((transport, name, phase), []).append(spent)
+    return results, client
 
 
-def _figures(results: dict[str, Results], sizes: Sizes) -> list[Figure]:
+def _figures(results: dict[str, Results], client: ClientCpu, sizes: Sizes) -> list[Figure]:
     figures = []
     for transport, per_server in results.items():
         for phase in per_server[OURS]:
@@ -161,18 +163,28 @@ def _figures(results: dict[str, Results], sizes: Sizes) -> list[Figure]:
             ours, theirs = per_server[OURS][phase], per_server[FASTMCP][phase]
             label = f"peer: {OURS} / {FASTMCP}, {where}"
             figures.append(figure(NAME, label, ratios(ours, theirs), "x", RATIO_TARGET))
-            figures += _cpu_figures(ours, theirs, where)
+            figures += _cpu_figures(per_server, client, (transport, phase), where)
     return figures
 
 
-def _cpu_figures(ours: Sequence[Batch], theirs: Sequence[Batch], where: str) -> list[Figure]:
-    """Each server's CPU per call and theirs over ours: what serving costs, client aside."""
+def _cpu_figures(
+    per_server: Results, client: ClientCpu, at: tuple[str, str], where: str
+) -> list[Figure]:
+    """Each server's and its client's CPU per call, and the servers' ratio.
+
+    Server CPU is what serving costs, the client aside; the client's tells whether
+    this one process, rather than the server, sets the pace.
+    """
+    transport, phase = at
     figures = []
-    for name, batches in ((OURS, ours), (FASTMCP, theirs)):
-        cpu = per_call([batch.cpu for batch in batches], batches)
-        if cpu is not None:  # unknown without /proc
-            label = f"peer: {name} server CPU per call, {where}"
-            figures.append(figure(NAME, label, cpu, "µs"))
+    for name in (OURS, FASTMCP):
+        batches, spent = per_server[name][phase], client[transport, name, phase]
+        for process, seconds in (("server", [b.cpu for b in batches]), ("client", spent)):
+            cpu = per_call(seconds, batches)
+            if cpu is not None:  # a server's is unknown without /proc
+                label = f"peer: {name} {process} CPU per call, {where}"
+                figures.append(figure(NAME, label, cpu, "µs"))
+    ours, theirs = per_server[OURS][phase], per_server[FASTMCP][phase]
     paired = cpu_ratios(theirs, ours)
     if paired is not None:
         label = f"peer: server CPU per call, {FASTMCP} / {OURS}, {where}"
@@ -192,14 +204,15 @@ def run_mcp_peer(sizes: Sizes, progress: Progress) -> tuple[list[Figure], list[s
         hint = "python -m benchmarks --only mcp (quick or --full) installs it"
         return [], [f"FastMCP peer skipped: FastMCP {FASTMCP_VERSION} is not installed; {hint}"]
     with tempfile.TemporaryDirectory(prefix="mcp-actors-mcp-peer-") as directory:
-        results = trio.run(_measure, sizes, fastmcp, Path(directory), progress)
+        results, client = trio.run(_measure, sizes, fastmcp, Path(directory), progress)
     notes = [
         f"FastMCP peer: FastMCP {FASTMCP_VERSION} with its memory session store against actors "
         "serve --state memory, each a subprocess driven by the SDK client, over stdio and "
         f"Streamable HTTP; {sizes.fastmcp_rounds} interleaved rounds, create_goal and "
         "list_goals alternately",
-        "FastMCP peer: over HTTP one SDK client session in this process drives each server and "
-        "is the bottleneck for both (2 cores); server CPU per call (from /proc) is what each "
-        "server spends, the client aside",
+        "FastMCP peer: one SDK client session in this process drives each server; server CPU "
+        "per call is the server process's, read from /proc in clock ticks, client CPU per call "
+        "this process's. Where the client's nears 1 / calls/s, the client sets the pace and "
+        "the ratio understates the servers' difference (the server CPU ratio shows it)",
     ]
-    return _figures(results, sizes), notes
+    return _figures(results, client, sizes), notes

@@ -10,13 +10,21 @@ by round in one process:
 * **Prometheus** — `actors.telemetry.PrometheusMetrics`, what ``serve
   --metrics`` installs (skipped, with a note, without prometheus-client).
 
-Reported: calls/s of each with one caller and with many, and each observed
-runtime's throughput as a ratio of the unobserved one, paired round by
-round. The issue's target: metrics cost at most 10 % at 100 callers.
+Beside them runs the bare-channel floor of the ``call_path`` scenario, the
+same no-op behind one trio channel and task per key. The runtime before the
+seam cannot run in the same process, so "no observer" as a ratio of the
+floor, judged like ``call_path``'s, is where a cost of the seam to callers
+nobody watches would show.
+
+Reported: calls/s of each with one caller and with many, each observed
+runtime's throughput as a ratio of the unobserved one, and the unobserved
+one's as a ratio of the floor, all paired round by round. The issue's
+target: metrics cost at most 10 % at 100 callers.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import random
 import tempfile
@@ -29,7 +37,8 @@ import trio
 from actors import Observer, open_runtime
 
 from ._baselines import bench_module
-from ._designs import key_names, runtime_call
+from ._call_path import RATIO_TARGET
+from ._designs import FLOOR, key_names, open_designs, runtime_call
 from ._fastmcp_peer import OURS_MEMORY, cpu_ratios, serve_stdio, warmed
 from ._measure import CallContender, Phase, Results, interleave, ratios, throughputs
 from ._report import Figure, ScenarioResult, Target, figure
@@ -75,11 +84,19 @@ async def _measure(sizes: Sizes, progress: Progress) -> Results:
                 open_runtime([bench_module()], observer=observer)
             )
             contenders.append(CallContender(label, runtime_call(runtime, names)))
+        contenders += await stack.enter_async_context(open_designs(names, (FLOOR,)))
         warm = tuple(range(KEYS))
         for contender in contenders:
             await contender.batch(warm, 10)
         phases = _phases(sizes)
-        return await interleave(contenders, lambda _round: phases, sizes.rounds, progress, NAME)
+        # Three runtimes' warm heaps make an old-generation collection slow enough to halve
+        # whichever batch it lands in; frozen, the collector skips them, for every contender
+        # alike, and a round's ratio pairs like with like.
+        gc.freeze()
+        try:
+            return await interleave(contenders, lambda _round: phases, sizes.rounds, progress, NAME)
+        finally:
+            gc.unfreeze()
 
 
 def _figures(results: Results, callers: int, many: int) -> list[Figure]:
@@ -89,11 +106,13 @@ def _figures(results: Results, callers: int, many: int) -> list[Figure]:
         figure(NAME, f"{label} calls/s, {where}", throughputs(results[label][phase]), "/s")
         for label in results
     ]
-    for label in results:
-        if label != NONE:
-            target = METRICS_TARGET if label == PROMETHEUS and callers == many else None
-            stats = ratios(results[label][phase], results[NONE][phase])
-            figures.append(figure(NAME, f"{label} / {NONE}, {where}", stats, "x", target))
+    observed = [label for label in results if label not in (NONE, FLOOR)]
+    for label in observed:
+        target = METRICS_TARGET if label == PROMETHEUS and callers == many else None
+        stats = ratios(results[label][phase], results[NONE][phase])
+        figures.append(figure(NAME, f"{label} / {NONE}, {where}", stats, "x", target))
+    floor = ratios(results[NONE][phase], results[FLOOR][phase])
+    figures.append(figure(NAME, f"{NONE} / {FLOOR}, {where}", floor, "x", RATIO_TARGET))
     return figures
 
 
@@ -134,7 +153,10 @@ def run_observer(sizes: Sizes, progress: Progress) -> ScenarioResult:
     results = trio.run(_measure, sizes, progress)
     many = max(sizes.call_callers)
     figures = [f for callers in sizes.call_callers for f in _figures(results, callers, many)]
-    notes = ["ratios pair each observed runtime's round with the unobserved one's"]
+    notes = [
+        "ratios pair each observed runtime's round with the unobserved one's, "
+        "and the unobserved one's with the bare channel floor's"
+    ]
     if PROMETHEUS not in results:
         notes.append("Prometheus skipped: pip install 'mcp-actors[metrics]'")
         return ScenarioResult(NAME, tuple(figures), tuple(notes))

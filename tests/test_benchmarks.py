@@ -12,6 +12,7 @@ import importlib.util
 import io
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from benchmarks import _mcp_peer as mcp_peer
 from benchmarks import _observer as observer
 from benchmarks.__main__ import main
 from benchmarks._baselines import HandlersDirect, bench_module
+from benchmarks._designs import FLOOR
 from benchmarks._durable import missing_writes, tally_module
 from benchmarks._measure import Batch, Stats, drive, percentile
 from benchmarks._over_mcp import run_over_mcp
@@ -129,6 +131,8 @@ class TestReportShape:
                 where += ", create/list"
                 for server in (mcp_peer.OURS, mcp_peer.FASTMCP):
                     assert mcp[f"peer: {server} calls/s, {where}"].value > 0
+                    # This process drives both: its CPU per call says whether it sets the pace.
+                    assert mcp[f"peer: {server} client CPU per call, {where}"].value > 0
                 ratio = mcp[f"peer: {mcp_peer.OURS} / {mcp_peer.FASTMCP}, {where}"]
                 assert ratio.target == "≥ 3x"
 
@@ -201,6 +205,11 @@ class TestObserver:
         judged = found[f"{observer.PROMETHEUS} / {observer.NONE}, {many}"]
         assert judged.target == "≥ 0.9x"
         assert isinstance(judged.meets, bool)
+        for callers in tiny.call_callers:  # the unobserved runtime, judged like call_path's
+            where = f"keys={observer.KEYS}, callers={callers}"
+            assert found[f"{FLOOR} calls/s, {where}"].value > 0
+            floor = found[f"{observer.NONE} / {FLOOR}, {where}"]
+            assert (floor.target, floor.rounds) == ("≥ 0.6x", tiny.rounds)
         stdio = f"serve over stdio, {tiny.fastmcp_callers} callers, create/list"
         over_mcp = found[f"{observer.PROMETHEUS} / {observer.NONE}, {stdio}"]
         assert over_mcp.target == "≥ 0.9x"
@@ -406,6 +415,94 @@ class TestFastmcpPeer:
         ]
         assert len(ours) == 4
         assert all(f.value == 0 and f.meets for f in ours)
+
+
+HTTP_SERVERS = [
+    mcp_peer.OURS,
+    pytest.param(
+        mcp_peer.FASTMCP,
+        marks=pytest.mark.skipif(not FASTMCP_INSTALLED, reason="FastMCP is not installed"),
+    ),
+]
+
+
+class Stop(Exception):
+    """Raised inside a server's block, to leave it the way a failing benchmark would."""
+
+
+class TestMcpPeer:
+    def test_a_tiny_run_never_installs_it_and_says_how_to(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Without FastMCP, the mcp scenario's tiny run skips the peer with a note, no install."""
+
+        def refuse(_progress: object) -> str:
+            raise AssertionError("the tiny run must not install FastMCP")
+
+        monkeypatch.setattr(mcp_peer, "find_fastmcp", lambda: None)
+        monkeypatch.setattr(mcp_peer, "install_fastmcp", refuse)
+        figures, notes = mcp_peer.run_mcp_peer(PRESETS["tiny"], lambda _line: None)
+        assert figures == []
+        (note,) = notes
+        assert f"FastMCP {fastmcp_peer.FASTMCP_VERSION} is not installed" in note
+        assert "python -m benchmarks --only mcp" in note
+
+    @pytest.mark.parametrize("server", HTTP_SERVERS)
+    async def test_over_http_both_keep_a_plan_per_session(
+        self, server: str, tmp_path: Path
+    ) -> None:
+        """Over Streamable HTTP each server keeps each session's goals apart, in the same words."""
+        python = fastmcp_peer.find_fastmcp() or sys.executable
+        async with mcp_peer._serve_http(server, python, tmp_path) as peer:
+            first, second = await peer.new_session("first"), await peer.new_session("second")
+            assert first != second
+            for number, goal in enumerate(("Learn Rust", "Ship it"), 1):
+                created = await peer.call("create_goal", first, goal=goal)
+                assert created == (False, f"Created goal g{number}: {goal}")
+            assert await peer.call("list_goals", first) == (
+                False,
+                "Goals (2):\n- g1: Learn Rust\n- g2: Ship it",
+            )
+            assert await peer.call("list_goals", second) == (False, "No goals yet.")
+
+    @pytest.mark.skipif(not FASTMCP_INSTALLED, reason="FastMCP is not installed")
+    @pytest.mark.parametrize("port", ["65536", "-1", "\N{SUPERSCRIPT TWO}", "8000x"])
+    def test_the_fastmcp_server_refuses_a_port_that_is_not_one(self, port: str) -> None:
+        """A PORT outside 0..65535 (or not ASCII digits) is refused with usage, never served."""
+        python = fastmcp_peer.find_fastmcp()
+        assert python is not None
+        script = str(mcp_peer._SERVER_SCRIPT)
+        done = subprocess.run(
+            [python, "-I", script, "memory", "--http", port],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 2
+        assert f"PORT must be 0 (any free port) to 65535, not {port!r}" in done.stderr
+
+    @pytest.mark.parametrize("server", HTTP_SERVERS)
+    async def test_an_http_server_is_gone_once_its_block_fails(
+        self, server: str, tmp_path: Path
+    ) -> None:
+        """An error inside the block still kills and reaps the server process."""
+        python = fastmcp_peer.find_fastmcp() or sys.executable
+        pids: list[int] = []
+
+        async def fail_while_serving() -> None:
+            async with mcp_peer._serve_http(server, python, tmp_path) as peer:
+                assert peer.pid is not None
+                pids.append(peer.pid)
+                raise Stop
+
+        # The SDK client's task group may wrap the error.
+        with pytest.RaisesGroup(Stop, allow_unwrapped=True, flatten_subgroups=True):
+            await fail_while_serving()
+        (pid,) = pids
+        with pytest.raises(ProcessLookupError):  # killed and waited for: no such process left
+            os.kill(pid, 0)
 
 
 def embedding_figures(report: Report) -> dict[str, Figure]:

@@ -435,6 +435,42 @@ class TestBoundedEventStore:
         with in_session(1):
             assert await replay(store, priming) == ("1", [reply("one"), reply("two")])
 
+    async def test_what_is_stored_while_the_client_reads_the_replay_is_replayed_too(
+        self,
+    ) -> None:
+        """The SDK goes on live only once the replay returns: a result stored while
+        the client is still reading the replay must not fall between the two."""
+        store = BoundedEventStore(1 << 20)
+        sent: list[Any] = []
+
+        async def slow_client(event: EventMessage) -> None:
+            sent.append(event.message)
+            if len(sent) == 1:
+                await store.store_event("1", reply("result"))
+
+        with in_session(1):
+            priming = await store.store_event("1", None)
+            await store.store_event("1", reply("progress"))
+            assert await store.replay_events_after(priming, slow_client) == "1"
+        assert sent == [reply("progress"), reply("result")]
+
+    async def test_a_replay_stops_where_its_stream_lost_events(self) -> None:
+        """Events evicted while the client reads the replay: the rest is not sent with
+        a hole in front of it."""
+        store = BoundedEventStore(1 << 20, max_events_per_stream=2)
+        sent: list[Any] = []
+
+        async def slow_client(event: EventMessage) -> None:
+            sent.append(event.message)
+            for number in range(3):  # evicts the priming event, then the one being read
+                await store.store_event("1", reply(f"later {number}"))
+
+        with in_session(1):
+            priming = await store.store_event("1", None)
+            await store.store_event("1", reply("first"))
+            assert await store.replay_events_after(priming, slow_client) == "1"
+        assert sent == [reply("first")]
+
     async def test_events_outside_a_session_are_not_kept(self) -> None:
         store = BoundedEventStore(1 << 20)
         event_id = await store.store_event("1", reply("nobody's"))

@@ -223,12 +223,14 @@ class BoundedEventStore(EventStore):
         event = self._find(last_event_id)
         if event is None:
             return None
-        # A copy: the store changes while the callback waits for the client.
-        stream = list(self._streams[event.stream])
-        for later in stream[stream.index(event) + 1 :]:
-            if later.data is not None:
-                message = jsonrpc_message_adapter.validate_json(later.data, by_name=False)
-                await send_callback(EventMessage(message, later.id))
+        # The SDK goes on live only once this returns: what is stored while the
+        # callback waits for the client is sent too, until nothing new is left.
+        sent = event
+        while later := self._after(sent):
+            for sent in later:
+                if sent.data is not None:
+                    message = jsonrpc_message_adapter.validate_json(sent.data, by_name=False)
+                    await send_callback(EventMessage(message, sent.id))
         return event.stream[1]
 
     def knows(self, event_id: str) -> bool:
@@ -238,6 +240,17 @@ class BoundedEventStore(EventStore):
     def statistics(self) -> EventStoreStatistics:
         """A snapshot of what is stored."""
         return EventStoreStatistics(len(self._events), len(self._streams), self._bytes)
+
+    def _after(self, event: _Event) -> list[_Event]:
+        """The events of `event`'s stream stored after it; none once it is evicted.
+
+        Once it is gone, so is where its successors started: what is left would
+        be sent with a hole.
+        """
+        if event.id not in self._events:
+            return []
+        stream = self._streams[event.stream]
+        return list(itertools.islice(stream, stream.index(event) + 1, None))
 
     def _find(self, event_id: str) -> _Event | None:
         scope = _scope.get()

@@ -20,14 +20,20 @@ import bisect
 import collections
 from typing import TYPE_CHECKING, Final, final
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    generate_latest,
+    make_asgi_app,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from .._observe import Observer
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Awaitable, Callable, Iterator, Mapping
 
     from prometheus_client.core import Metric
 
@@ -57,7 +63,9 @@ LATENCY_BUCKETS: Final = (
     30.0,
 )
 """Histogram buckets, in seconds: a no-op call takes tens of µs, a heavy one seconds."""
-_BOUNDS: Final = (*(format(bound, "g") for bound in LATENCY_BUCKETS), "+Inf")
+# Spelt as prometheus-client spells its own buckets (``le="1.0"``, not ``"1"``): a server
+# that does not normalise ``le`` would otherwise see two different series for one bound.
+_BOUNDS: Final = (*map(floatToGoString, LATENCY_BUCKETS), "+Inf")
 UNKNOWN_TOOL: Final = "unknown"
 """The tool label of a call whose name resolved to no tool."""
 
@@ -163,6 +171,16 @@ class PrometheusMetrics(Observer, Collector):
     def exposition(self) -> tuple[bytes, str]:
         """The metrics in Prometheus' text format, and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+    def asgi_app(self) -> Callable[..., Awaitable[None]]:
+        """An ASGI app serving the exposition, to mount in a host's own app.
+
+        ``app.mount("/metrics", metrics.asgi_app())`` in FastAPI or Starlette. It
+        is prometheus-client's, which only awaits ``receive`` and ``send``, so it
+        runs under asyncio and trio alike; it serves HTTP only (no lifespan), as a
+        mounted app is, and takes no token: put it where only operators reach.
+        """
+        return make_asgi_app(self.registry)
 
     def collect(self) -> Iterator[Metric]:
         """The metric families, built from the numbers now (called at each scrape)."""
