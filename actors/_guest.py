@@ -426,6 +426,11 @@ class AsyncioRuntime:
         self._guest.check_open()
         return await self._guest.run(functools.partial(self._runtime.end_session, session_id))
 
+    async def hand_over(self, leaving: Callable[[str], bool]) -> int:
+        """`Runtime.hand_over`: stop the sessions `leaving` picks here, keep their state."""
+        self._guest.check_open()
+        return await self._guest.run(functools.partial(self._runtime.hand_over, leaving))
+
     def statistics(self) -> RuntimeStatistics:
         """`Runtime.statistics` (trio never runs while asyncio code does: no race)."""
         self._guest.check_thread()

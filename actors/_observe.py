@@ -70,6 +70,8 @@ class StopReason(enum.Enum):
     """Its state factory, a hook or the runtime failed."""
     SESSION_ENDED = "session_ended"
     """Its session was ended (``end_session``)."""
+    HANDED_OVER = "handed_over"
+    """Its session moved to another runtime (``hand_over``); its stored state stays."""
     SHUTDOWN = "shutdown"
     """The runtime shut down."""
 

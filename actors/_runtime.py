@@ -1153,6 +1153,30 @@ class Runtime:
         """Where durable modules' state is kept; ``None`` when it lives in memory only."""
         return self._store
 
+    async def hand_over(self, leaving: Callable[[str], bool]) -> int:
+        """Stop the actors of every session `leaving` picks; their stored state stays.
+
+        For a session whose calls will now reach another runtime (a shard of a
+        cluster after a change of membership): each actor answers what it
+        already accepted, then stops, so once this returns no state of those
+        sessions is live here and their next owner can load what was stored.
+        The caller must stop sending their calls first; one that arrives
+        meanwhile would start a new actor. Returns how many actors stopped.
+        """
+        leavers = [a for a in self._running if leaving(a.key.context.session_id)]
+        await self._stop_actors(leavers, StopReason.HANDED_OVER)
+        return len(leavers)
+
+    @staticmethod
+    async def _stop_actors(actors: list[_Actor], reason: StopReason) -> None:
+        """Retire `actors` (each answers what it already accepted, then stops); wait for them."""
+        for actor in actors:
+            if actor.accepting:
+                actor.stop_reason = reason
+                actor.retire()
+        for actor in actors:
+            await actor.wait_finished()
+
     async def end_session(self, session_id: str) -> int:
         """End a session: stop its actors in every module, delete its stored state.
 
@@ -1165,12 +1189,7 @@ class Runtime:
         self._ending[session_id] += 1
         try:
             doomed = [a for a in self._running if a.key.context.session_id == session_id]
-            for actor in doomed:
-                if actor.accepting:
-                    actor.stop_reason = StopReason.SESSION_ENDED
-                    actor.retire()  # it answers what it already accepted, then stops
-            for actor in doomed:
-                await actor.wait_finished()
+            await self._stop_actors(doomed, StopReason.SESSION_ENDED)
             return 0 if self._store is None else await self._store.delete_session(session_id)
         finally:
             self._ending[session_id] -= 1

@@ -26,6 +26,7 @@ from ._names import SEPARATOR as SEPARATOR
 from ._names import ToolName as ToolName
 from ._names import has_scheme as has_scheme
 from ._names import name_from_service as name_from_service
+from ._placement import Membership as Membership
 from ._placement import shard_for as shard_for
 from ._result import SERVICE_INFO_META_KEY as SERVICE_INFO_META_KEY
 from ._result import BackendType as BackendType

@@ -6,11 +6,14 @@ its own cluster on a fresh database.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import pytest
 
 from actors import UnknownToolError
@@ -23,7 +26,7 @@ ray = pytest.importorskip("ray")
 from actors.cluster import open_cluster  # noqa: E402  (needs ray)
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from actors.cluster import Cluster
 
@@ -136,3 +139,115 @@ def test_two_owners_of_one_session_lose_no_update(fresh_postgres_url: str) -> No
     assert acknowledged.count(True) == 2 * appends
     assert listed.startswith(f"Goals ({2 * appends}):"), listed
     assert fenced > 0  # the two owners did meet, and the store refused the stale one
+
+
+def _load(cluster: Cluster, sessions: list[str], callers: int) -> tuple[Callable[[], None], Load]:
+    """Callers in threads appending goals to `sessions` until stopped; what they saw."""
+    load = Load({session: [] for session in sessions}, [])
+    stop = threading.Event()
+
+    def call_until_stopped(mine: list[str]) -> None:
+        for n in itertools.count():
+            for session in mine:
+                if stop.is_set():
+                    return
+                text = f"{session}-{n}"
+                result = cluster.call(goal(session, text))
+                if result.is_error:
+                    load.errors.append(result.first_text)
+                else:
+                    load.acknowledged[session].append(text)
+
+    threads = [
+        threading.Thread(target=call_until_stopped, args=(sessions[n::callers],))
+        for n in range(callers)
+    ]
+    for thread in threads:
+        thread.start()
+
+    def stop_and_join() -> None:
+        stop.set()
+        for thread in threads:
+            thread.join()
+
+    return stop_and_join, load
+
+
+@attrs.frozen
+class Load:
+    acknowledged: dict[str, list[str]]
+    errors: list[str]
+
+    def wait_for_each_session(self) -> None:
+        """Until every session has two more acknowledged appends than now."""
+        then = {session: len(appended) for session, appended in self.acknowledged.items()}
+        deadline = time.monotonic() + 60
+        while any(len(self.acknowledged[s]) < then[s] + 2 for s in then):
+            assert time.monotonic() < deadline, "the load stalled"
+            assert not self.errors, self.errors[:3]
+            time.sleep(0.05)
+
+
+def _fenced(cluster: Cluster) -> int:
+    """Writes the store refused to the cluster's shards now (a removed shard's go with it)."""
+    return sum(s.write_conflicts for s in cluster.statistics().values())
+
+
+def _owners_are_disjoint(cluster: Cluster) -> None:
+    live = cluster.live_sessions()
+    for (one, first), (other, second) in itertools.combinations(live.items(), 2):
+        assert not first & second, f"{one} and {other} both hold {sorted(first & second)}"
+
+
+def test_shards_added_and_removed_under_load_hand_sessions_over(fresh_postgres_url: str) -> None:
+    """Add a shard, remove it, remove an original one, all while callers append.
+
+    Every acknowledged append is in the store afterwards; no call failed; no
+    write was fenced (a session never had two owners writing: the old one
+    stopped before the new one loaded); no session is live on two shards.
+    Removing the added shard moves its sessions back to shards that held them
+    before: a stale copy left there would show as a fenced write and a lost
+    append.
+    """
+    sessions = [f"load{n}" for n in range(24)]
+    with open_cluster(PLANNING, shards=2, state=fresh_postgres_url) as cluster:
+        before = {session: cluster.shard_of(session) for session in sessions}
+        stop, load = _load(cluster, sessions, callers=4)
+        try:
+            load.wait_for_each_session()
+            added = cluster.add_shard()
+            moved = [s for s in sessions if cluster.shard_of(s) != before[s]]
+            assert moved
+            assert {cluster.shard_of(s) for s in moved} == {added}  # only to the new shard
+            load.wait_for_each_session()
+            _owners_are_disjoint(cluster)
+            conflicts = _fenced(cluster)
+            cluster.remove_shard(added)
+            assert {s: cluster.shard_of(s) for s in sessions} == before
+            load.wait_for_each_session()
+            conflicts += _fenced(cluster)
+            cluster.remove_shard("shard-0")
+            load.wait_for_each_session()
+        finally:
+            stop()
+        _owners_are_disjoint(cluster)
+        assert cluster.shards == ("shard-1",)
+        assert cluster.membership.epoch == 3
+        assert not load.errors, load.errors[:3]
+        for session, appended in load.acknowledged.items():
+            listed = goals(cluster, session)
+            assert listed.startswith(f"Goals ({len(appended)}):"), (session, listed[:80])
+            assert all(f": {text}\n" in listed + "\n" for text in appended)
+        conflicts += _fenced(cluster)
+        assert sum(s.duplicate_actors for s in cluster.statistics().values()) == 0
+    assert conflicts == 0
+
+
+def test_membership_changes_refuse_bad_input(fresh_postgres_url: str) -> None:
+    with open_cluster(PLANNING, shards=1, state=fresh_postgres_url) as cluster:
+        with pytest.raises(ValueError, match="no shard 'shard-9'"):
+            cluster.remove_shard("shard-9")
+        with pytest.raises(ValueError, match="last shard"):
+            cluster.remove_shard("shard-0")
+        assert cluster.shards == ("shard-0",)
+        assert cluster.membership.epoch == 0

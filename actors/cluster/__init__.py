@@ -2,18 +2,26 @@
 
     with open_cluster(["actors.modules:planning"], shards=2, state="postgresql://…") as c:
         result = c.call({"name": "planning__create_goal", ...})
+        c.add_shard()  # about a third of the sessions move to it, handed over
 
 Each shard is a Ray async actor whose runtime runs on the actor's own event
 loop (`actors.open_asyncio_runtime`), its durable state in a store every
-shard shares. `protocol.shard_for` places each session on one shard, so all
-of its keys live there. A shard process that dies is restarted by Ray; its
-sessions' durable state loads again from the store on their next call, and a
-call that was in flight gets an error result, never a silent drop.
-
-This is the first part of running on several processes: there is no HTTP
-front end, handover on a change of membership, or ``cluster`` command yet.
+shard shares. A `protocol.Membership` places each session on one shard, so
+all of its keys live there. When shards are added or removed, the sessions
+that change owner are handed over: the old owner stops them before the new
+one loads them. A shard process that dies is restarted by Ray; its sessions'
+durable state loads again from the store on their next call, and a call that
+was in flight gets an error, never a silent drop. ``python -m actors cluster``
+serves the MCP endpoint in front of the shards.
 """
 
+from ._cluster import NAMESPACE as NAMESPACE
 from ._cluster import Cluster as Cluster
+from ._cluster import Directory as Directory
+from ._cluster import MembershipError as MembershipError
+from ._cluster import ShardLostError as ShardLostError
+from ._cluster import connect_cluster as connect_cluster
 from ._cluster import open_cluster as open_cluster
+from ._shard import Moved as Moved
 from ._shard import ShardHost as ShardHost
+from ._shard import WireCall as WireCall

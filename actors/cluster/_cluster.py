@@ -1,68 +1,197 @@
-"""`Cluster`: Ray shards, and the routing of each call to its session's shard.
+"""`Cluster`: Ray shards, the routing of each call to its session's shard, and handovers.
 
-The router parses the call's context here, with the same rules a runtime
-applies (`protocol.parse_call`), so a call with a bad context is refused
-before it crosses to a shard, and the session it names picks the shard
-(`protocol.shard_for`). Each shard is a Ray actor restarted by Ray when its
-process dies (``max_restarts=-1``); a call that was in flight on it is
-answered with an error result saying so, and the next call to the session
-reaches the restarted shard, which loads the session's state from the store.
+The router prepares each call here, with the rules a runtime applies
+(`actors.prepare_call`), so bad input is refused before it crosses to a
+shard, and the session it names picks the shard (`protocol.Membership`).
+Each shard is a Ray actor restarted by Ray when its process dies; a call
+that was in flight on it is answered with an error saying so, and the next
+call to the session reaches the restarted shard, which loads the session's
+state from the store.
+
+The membership lives in a directory actor, where front ends in other
+processes (`connect_cluster`) and restarted shards read it. A shard that no
+longer owns a session answers `Moved`; the router then reads the directory
+and sends the call again, to the new owner.
+
+One routing procedure serves the synchronous `Cluster.call` and the async
+`Cluster.run` (the MCP front end): a generator that yields each Ray call to
+make and is sent its reply, driven by `ray.get` or by the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any, Final, final
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast, final
 
 import ray
+import sniffio
+import trio
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
 from protocol import (
     DEFAULT_POLICY,
     CallResult,
-    ServiceInfo,
+    Membership,
     TextContent,
-    parse_call,
+    call_name,
     service_info_of,
-    shard_for,
 )
 
+from .._error_result import error_result
+from .._errors import RuntimeCallError, UnknownToolError
+from .._prepare import prepare_call
 from .._registry import Registry
 from ..server._options import load_module
-from ._shard import ShardHost
+from ._shard import Moved, WireCall, shard_class
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 
-    from protocol import Caller
+    from protocol import Caller, ServiceInfo
 
+    from .._prepare import PreparedCall
+    from .._progress import ProgressReport
     from .._runtime import RuntimeConfig, RuntimeStatistics
 
-__all__ = ["Cluster", "open_cluster"]
+__all__ = [
+    "NAMESPACE",
+    "Cluster",
+    "Directory",
+    "MembershipError",
+    "ShardLostError",
+    "connect_cluster",
+    "open_cluster",
+]
 
+NAMESPACE: Final = "mcp-actors"
+"""The Ray namespace of every cluster's named actors."""
 _SHARD_LOST: Final = (ActorDiedError, ActorUnavailableError, RayActorError)
+_MAX_ROUTES: Final = 8  # reroutes of one call before the caller is told to retry
+_RETRY_FOR: Final = 60.0  # seconds a handover step waits for a restarting shard
+T = TypeVar("T")
+
+
+class ShardLostError(RuntimeCallError):
+    """The shard running a call was lost (its process died): the call may or may not have run."""
+
+
+class MembershipError(RuntimeError):
+    """A change of membership was refused (another is under way, or it names no shard)."""
+
+
+@final
+class Directory:
+    """The cluster's membership and what its shards serve (the body of a Ray actor).
+
+    ``committed`` is what routing follows; ``pending`` is the next membership
+    while a handover prepares it.
+    """
+
+    def __init__(
+        self,
+        modules: Sequence[str],
+        config: RuntimeConfig | None,
+        state: str,
+        membership: Membership,
+    ) -> None:
+        self._modules = tuple(modules)
+        self._config = config
+        self._state = state
+        self._committed = membership
+        self._pending: Membership | None = None
+
+    def memberships(self) -> tuple[Membership, Membership | None]:
+        """The committed membership and the pending one (None outside a handover)."""
+        return self._committed, self._pending
+
+    def description(self) -> tuple[tuple[str, ...], RuntimeConfig | None, str]:
+        """The module specs, runtime settings and store every shard runs with."""
+        return self._modules, self._config, self._state
+
+    def begin(self, pending: Membership) -> None:
+        """Start a handover to `pending`; MembershipError if one is under way or it is not next."""
+        if self._pending is not None:
+            msg = f"a change to epoch {self._pending.epoch} is under way"
+            raise MembershipError(msg)
+        if pending.epoch != self._committed.epoch + 1:
+            msg = f"epoch {pending.epoch} does not follow {self._committed.epoch}"
+            raise MembershipError(msg)
+        self._pending = pending
+
+    def commit(self) -> Membership:
+        """End the handover: the pending membership is the committed one."""
+        if self._pending is None:
+            msg = "no change of membership is under way"
+            raise MembershipError(msg)
+        self._committed, self._pending = self._pending, None
+        return self._committed
 
 
 @final
 class Cluster:
-    """The shards of a cluster and the router in front of them (see `open_cluster`)."""
+    """A cluster's router (see `open_cluster` and `connect_cluster`).
+
+    Serves as the MCP server's call target (`config`, `registry`, `run`,
+    `end_session`), so ``actors cluster --http`` is ``actors serve --http``
+    in front of shards. `call` is the same from synchronous code.
+    """
 
     def __init__(
-        self, registry: Registry, config: RuntimeConfig | None, shards: Mapping[str, Any]
+        self,
+        name: str,
+        registry: Registry,
+        config: RuntimeConfig | None,
+        directory: Any,
+        membership: Membership,
+        handles: Mapping[str, Any] | None = None,
     ) -> None:
+        self._name = name
         self._registry = registry
+        self._config = config
         self._policy = DEFAULT_POLICY if config is None else config.policy
-        self._shards = dict(shards)
-        self._names = tuple(self._shards)
+        self._directory = directory
+        self._membership = membership
+        self._handles: dict[str, Any] = {} if handles is None else dict(handles)
+
+    # ---- what the MCP server reads -------------------------------------------
+
+    @property
+    def config(self) -> RuntimeConfig:
+        """The runtime settings every shard runs with."""
+        from .._runtime import RuntimeConfig
+
+        return RuntimeConfig() if self._config is None else self._config
+
+    @property
+    def registry(self) -> Registry:
+        """The tools every shard serves."""
+        return self._registry
+
+    # ---- placement -------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The cluster's name: its Ray actors are named ``<name>/...`` in `NAMESPACE`."""
+        return self._name
+
+    @property
+    def membership(self) -> Membership:
+        """The membership this router last read."""
+        return self._membership
 
     @property
     def shards(self) -> tuple[str, ...]:
-        """The shard names, in the order they were made."""
-        return self._names
+        """The shard names, in the order they joined."""
+        return self._membership.shards
 
     def shard_of(self, session_id: str) -> str:
         """The shard that owns `session_id`."""
-        return shard_for(session_id, self._names)
+        return self._membership.owner(session_id)
+
+    # ---- calls -----------------------------------------------------------------
 
     def call(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> CallResult:
         """Run a tools/call-shaped call on its session's shard, waiting for its result.
@@ -71,27 +200,146 @@ class Cluster:
         other refusal, and a shard lost during the call, is an ``isError``
         result naming the problem.
         """
-        tool = self._registry.resolve(params["name"])  # UnknownToolError, before anything
-        context = parse_call(params, self._policy, caller).context  # ProtocolError
-        shard = self.shard_of(context.session_id)
         try:
-            wire = ray.get(self._shards[shard].call.remote(dict(params), caller))
-        except _SHARD_LOST as lost:
-            text = (
-                f"shard {shard!r} was lost during the call ({type(lost).__name__}); the call "
-                "may or may not have happened: check, then retry"
-            )
-            return CallResult.error(text).stamped(tool.service)
-        return _from_wire(wire, tool.service)
+            call = prepare_call(self._registry, params, self._policy, caller)
+            return _drive(self._called(call))
+        except UnknownToolError:
+            raise
+        except RuntimeCallError as error:
+            return error_result(error, self._registry.resolve(call_name(params)).service)
+
+    async def run(
+        self, call: PreparedCall, *, progress: Callable[[ProgressReport], None] | None = None
+    ) -> CallResult:
+        """Run a prepared call on its session's shard (under trio or asyncio).
+
+        Progress does not cross to the shards: `progress` hears nothing.
+        Raises ShardLostError for a shard lost during the call.
+        """
+        del progress
+        return await _drive_async(self._called(call))
+
+    async def end_session(self, session_id: str) -> int:
+        """`Runtime.end_session` on the session's shard: how many stored keys it deleted."""
+        count: int = await _drive_async(
+            self._routed(session_id, lambda shard: shard.end_session.remote(session_id))
+        )
+        return count
+
+    def _called(self, call: PreparedCall) -> Generator[Any, Any, CallResult]:
+        wire = WireCall.of(call)
+        reply = yield from self._routed(call.context.session_id, lambda s: s.call.remote(wire))
+        return _from_wire(reply, call.tool.service)
+
+    def _routed(self, session: str, send: Callable[[Any], Any]) -> Generator[Any, Any, Any]:
+        """Send to `session`'s shard, rerouting after a change of membership; the reply."""
+        for _ in range(_MAX_ROUTES):
+            shard = self._membership.owner(session)
+            try:
+                reply = yield send(self._handle(shard))
+            except _SHARD_LOST as lost:
+                yield from self._refresh()
+                if shard not in self._membership.shards:
+                    continue  # removed meanwhile: it answered nothing it had not handed over
+                msg = (
+                    f"shard {shard!r} was lost during the call ({type(lost).__name__}); the call "
+                    "may or may not have happened: check, then retry"
+                )
+                raise ShardLostError(msg) from lost
+            if not isinstance(reply, Moved):
+                return reply
+            yield from self._refresh()
+        msg = f"the cluster's membership changed {_MAX_ROUTES} times during the call; retry"
+        raise ShardLostError(msg)
+
+    def _refresh(self) -> Generator[Any, Any, None]:
+        committed, _ = yield self._directory.memberships.remote()
+        if committed.epoch > self._membership.epoch:
+            self._membership = committed
+
+    def _handle(self, shard: str) -> Any:
+        handle = self._handles.get(shard)
+        if handle is None:  # a shard another process started: looked up once, by name
+            handle = ray.get_actor(f"{self._name}/{shard}", namespace=NAMESPACE)
+            self._handles[shard] = handle
+        return handle
+
+    # ---- introspection ---------------------------------------------------------
 
     def statistics(self) -> dict[str, RuntimeStatistics]:
         """Each shard's runtime counters, by shard name (``write_conflicts``: fenced writes)."""
-        return {name: ray.get(handle.statistics.remote()) for name, handle in self._shards.items()}
+        statistics: dict[str, RuntimeStatistics] = self._on_every("statistics")
+        return statistics
+
+    def live_sessions(self) -> dict[str, frozenset[str]]:
+        """The sessions with a live actor on each shard, by shard name."""
+        live: dict[str, frozenset[str]] = self._on_every("live_sessions")
+        return live
 
     def pid_of(self, shard: str) -> int:
         """The process id of `shard` now."""
-        pid: int = ray.get(self._shards[shard].pid.remote())
+        pid: int = ray.get(self._handle(shard).pid.remote())
         return pid
+
+    def _on_every(self, method: str, *args: Any, shards: Iterable[str] | None = None) -> Any:
+        """`method` on every shard (or `shards`), by name; waits out a restarting one."""
+        names = tuple(self._membership.shards if shards is None else shards)
+        replies = {}
+        for shard in names:
+            deadline = time.monotonic() + _RETRY_FOR
+            while True:
+                try:
+                    replies[shard] = ray.get(getattr(self._handle(shard), method).remote(*args))
+                    break
+                except _SHARD_LOST:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)  # Ray is restarting it
+        return replies
+
+    # ---- membership --------------------------------------------------------------
+
+    def add_shard(self) -> str:
+        """Start one more shard and hand it its sessions; its name."""
+        name = _next_name(self._membership.shards)
+        self._change((*self._membership.shards, name))
+        return name
+
+    def remove_shard(self, shard: str) -> None:
+        """Hand `shard`'s sessions to the others, then stop it.
+
+        Raises ValueError for a shard not in the cluster or the last one.
+        """
+        if shard not in self._membership.shards:
+            msg = f"no shard {shard!r} in the cluster (shards: {', '.join(self.shards)})"
+            raise ValueError(msg)
+        if len(self._membership.shards) == 1:
+            msg = "cannot remove the last shard"
+            raise ValueError(msg)
+        self._change(tuple(s for s in self._membership.shards if s != shard))
+
+    def _change(self, shards: tuple[str, ...]) -> None:
+        """A handover to `shards`: prepare every shard, publish, commit, stop the removed."""
+        ray.get(self._directory.memberships.remote())  # fail here, before anything changes
+        old = self._membership
+        new = old.successor(shards)
+        ray.get(self._directory.begin.remote(new))
+        description = ray.get(self._directory.description.remote())
+        for shard in set(new.shards) - set(old.shards):
+            self._handles[shard] = _start_shard(self._name, shard, self._directory, *description)
+        involved = set(old.shards) | set(new.shards)
+        self._on_every("prepare", new, shards=involved)
+        ray.get(self._directory.commit.remote())
+        self._membership = new
+        self._on_every("commit", new, shards=involved)
+        for shard in set(old.shards) - set(new.shards):
+            _stop(self._handles.pop(shard))
+
+
+def _next_name(shards: Iterable[str]) -> str:
+    """``shard-N`` with N one more than any shard's number so far."""
+    numbers = [int(s.removeprefix("shard-")) for s in shards if s.removeprefix("shard-").isdigit()]
+    return f"shard-{max(numbers, default=-1) + 1}"
 
 
 def _from_wire(wire: Mapping[str, Any], service: ServiceInfo) -> CallResult:
@@ -102,6 +350,74 @@ def _from_wire(wire: Mapping[str, Any], service: ServiceInfo) -> CallResult:
     return CallResult(items, wire.get("structuredContent"), bool(wire["isError"]))
 
 
+def _drive(steps: Generator[Any, Any, T]) -> T:
+    """Run a routing procedure, waiting for each Ray call with `ray.get`."""
+    reply: Any = None
+    lost: BaseException | None = None
+    while True:
+        try:
+            ref = steps.send(reply) if lost is None else steps.throw(lost)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        try:
+            reply, lost = ray.get(ref), None
+        except _SHARD_LOST as error:
+            reply, lost = None, error
+
+
+async def _drive_async(steps: Generator[Any, Any, T]) -> T:
+    """Run a routing procedure, awaiting each Ray call on the running trio or asyncio loop."""
+    reply: Any = None
+    lost: BaseException | None = None
+    while True:
+        try:
+            ref = steps.send(reply) if lost is None else steps.throw(lost)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        try:
+            reply, lost = await _resolved(ref), None
+        except _SHARD_LOST as error:
+            reply, lost = None, error
+
+
+async def _resolved(ref: Any) -> Any:
+    """The value of a Ray object ref, awaited without a thread."""
+    if sniffio.current_async_library() == "asyncio":
+        return await asyncio.wrap_future(ref.future())
+    future = ref.future()
+    token = trio.lowlevel.current_trio_token()
+    done = trio.Event()
+
+    def wake(_: object) -> None:
+        with contextlib.suppress(trio.RunFinishedError):  # the loop ended before the reply
+            token.run_sync_soon(done.set)
+
+    future.add_done_callback(wake)
+    # Cancelled here (the client went away, shutdown's grace ran out): the call goes on
+    # at its shard, which answers it in order; only its reply is dropped.
+    await done.wait()
+    return future.result()
+
+
+def _start_shard(
+    cluster: str,
+    shard: str,
+    directory: Any,
+    modules: Sequence[str],
+    config: RuntimeConfig | None,
+    state: str,
+) -> Any:
+    named = shard_class().options(name=f"{cluster}/{shard}", namespace=NAMESPACE)
+    return named.remote(shard, directory, modules, config, state)
+
+
+def _stop(handle: Any) -> None:
+    """Stop a shard's runtime in order, then its actor, for good."""
+    with contextlib.suppress(*_SHARD_LOST):
+        ray.get(handle.close.remote())
+    ray.kill(handle, no_restart=True)
+
+
 @contextlib.contextmanager
 def open_cluster(
     modules: Sequence[str],
@@ -109,29 +425,55 @@ def open_cluster(
     shards: int,
     state: str,
     config: RuntimeConfig | None = None,
+    name: str | None = None,
 ) -> Iterator[Cluster]:
-    """Start `shards` shard actors on the connected Ray cluster; stop them when the block ends.
+    """Start `shards` shards on the connected Ray cluster; stop them when the block ends.
 
     `modules` are specs, ``package.module:attribute`` (``actors.modules:planning``),
     imported here and in every shard. Ray must be initialized (``ray.init``).
     `state` is the store every shard shares (PostgreSQL, for shards on several
-    machines). Raises ValueError for fewer than one shard, ConfigurationError
-    for a module spec that does not import.
+    machines). `name` names the cluster's Ray actors, for front ends in other
+    processes (`connect_cluster`); a fresh one by default. Raises ValueError
+    for fewer than one shard or a name in use, ConfigurationError for a module
+    spec that does not import.
     """
     if shards < 1:
         msg = f"shards must be at least 1, got {shards}"
         raise ValueError(msg)
     registry = Registry(map(load_module, modules))
-    remote = ray.remote(max_restarts=-1, max_task_retries=0)(ShardHost)
-    # Any: Ray's handle types do not carry the methods of the class they run.
+    name = f"cluster-{uuid.uuid4().hex[:12]}" if name is None else name
+    membership = Membership(0, tuple(f"shard-{n}" for n in range(shards)))
     specs = tuple(modules)
-    handles: dict[str, Any] = {
-        f"shard-{n}": remote.remote(specs, config, state) for n in range(shards)
+    directory: Any = (
+        ray.remote(Directory)
+        .options(name=f"{name}/directory", namespace=NAMESPACE)
+        .remote(specs, config, state, membership)
+    )
+    handles = {
+        shard: _start_shard(name, shard, directory, specs, config, state)
+        for shard in membership.shards
     }
+    cluster = Cluster(name, registry, config, directory, membership, handles)
     try:
-        yield Cluster(registry, config, handles)
+        yield cluster
     finally:
-        for handle in handles.values():
-            with contextlib.suppress(*_SHARD_LOST):
-                ray.get(handle.close.remote())
-            ray.kill(handle, no_restart=True)
+        for shard in cluster.shards:  # the shards now, after any change of membership
+            _stop(cluster._handle(shard))
+        ray.kill(directory, no_restart=True)
+
+
+def connect_cluster(name: str) -> Cluster:
+    """A router for the running cluster `name` (a front end in another process).
+
+    Ray must be initialized, connected to the cluster's Ray (``ray.init(address=...)``).
+    Raises ValueError if no cluster of that name runs.
+    """
+    try:
+        directory = ray.get_actor(f"{name}/directory", namespace=NAMESPACE)
+    except ValueError:
+        msg = f"no cluster named {name!r} runs on this Ray cluster"
+        raise ValueError(msg) from None
+    description: Any = ray.get(directory.description.remote())
+    modules, config, _ = cast("tuple[tuple[str, ...], RuntimeConfig | None, str]", description)
+    committed, _ = ray.get(directory.memberships.remote())
+    return Cluster(name, Registry(map(load_module, modules)), config, directory, committed)

@@ -1,71 +1,234 @@
-"""`ShardHost`: one runtime on a Ray async actor's event loop, answering calls as wire results.
+"""`ShardHost`: one runtime on a Ray async actor's event loop, and its part in a handover.
+
+A shard serves the sessions its committed `Membership` gives it. A call for
+any other session is answered `Moved`, never run, and the caller reroutes
+with the directory's newer membership. A change of membership comes in two
+steps from the cluster's controller:
+
+* `prepare`: the shard learns the next membership. Calls for sessions that
+  change owner wait; once the calls already running for the sessions it
+  gives up have finished, their actors stop (`Runtime.hand_over`), so their
+  state is only in the store. Every shard acknowledges before the next one
+  is published.
+* `commit`: the next membership becomes the shard's; the waiting calls go on,
+  to be served or answered `Moved`.
+
+So a new owner loads a session only after its old owner stopped it; the
+store's versioned writes still refuse a stale owner's write whatever goes
+wrong (a shard cut off from the controller, say).
 
 Results cross Ray as the MCP wire mapping (`CallResult.to_wire`), and every
 refusal as the ``isError`` result the MCP server would send
 (`actors.error_result`): exceptions with arguments of their own do not
 survive pickling reliably, and a caller on another process should read the
-same words an MCP client reads. An unknown tool is the one error raised, as
-`UnknownToolError`, since it has no tool to stamp a result with.
+same words an MCP client reads.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
 import os
 from typing import TYPE_CHECKING, Any, final
 
-from protocol import ProtocolError
+import attrs
+import ray
 
 from .._error_result import error_result
-from .._errors import RuntimeCallError, UnknownToolError
+from .._errors import RuntimeCallError
 from .._guest import open_asyncio_runtime
+from .._prepare import PreparedCall
 from ..server._options import load_module
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
-    from protocol import Caller
+    from protocol import Membership, ToolContext
 
     from .._guest import AsyncioRuntime
+    from .._prepare import Route
     from .._runtime import RuntimeConfig, RuntimeStatistics
 
-__all__ = ["ShardHost"]
+__all__ = ["Moved", "ShardHost", "WireCall"]
+
+
+@final
+@attrs.frozen
+class Moved:
+    """A shard's answer to a call for a session it does not own: reroute, it did not run."""
+
+    epoch: int
+    """The epoch of the shard's membership: the caller's view is older than this."""
+
+
+@final
+@attrs.frozen
+class WireCall:
+    """A prepared call as it crosses to a shard: the tool by name, the rest as prepared.
+
+    The context was judged where the call came in (the caller's tenant and
+    default session applied), so the shard runs it as it is.
+    """
+
+    tool: str
+    context: ToolContext
+    arguments: dict[str, Any]
+    route: Route
+    session_defaulted: bool
+    meta: Mapping[str, Any] | None
+
+    @classmethod
+    def of(cls, call: PreparedCall) -> WireCall:
+        """The wire form of `call`."""
+        return cls(
+            call.tool.full_name,
+            call.context,
+            call.arguments,
+            call.route,
+            call.session_defaulted,
+            call.meta,
+        )
 
 
 @final
 class ShardHost:
-    """The body of a shard's Ray actor; run it with ``ray.remote(ShardHost)``."""
+    """The body of a shard's Ray actor; `open_cluster` starts them.
 
-    def __init__(self, modules: Sequence[str], config: RuntimeConfig | None, state: str) -> None:
+    `directory` is the cluster's directory actor (a handle): a shard that Ray
+    restarted reads the membership there before it serves anything.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        directory: Any,
+        modules: Sequence[str],
+        config: RuntimeConfig | None,
+        state: str,
+    ) -> None:
+        self._name = name
+        self._directory = directory
         # By spec, not object: modules hold what pickling cannot carry (converters, closures).
         self._modules = tuple(map(load_module, modules))
         self._config = config
         self._state = state
         self._stack = contextlib.AsyncExitStack()
         self._runtime: AsyncioRuntime | None = None
+        self._opening = asyncio.Lock()
+        self._committed: Membership | None = None
+        self._pending: Membership | None = None
+        self._running: collections.Counter[str] = collections.Counter()  # calls per session
+        # Notified when a commit lands and, during a handover, when a call ends.
+        self._changed = asyncio.Condition()
 
     async def _opened(self) -> AsyncioRuntime:
+        if self._runtime is not None:
+            return self._runtime
         # Opened on first use, on the actor's loop: __init__ runs before the loop does.
-        if self._runtime is None:
-            opening = open_asyncio_runtime(self._modules, self._config, state=self._state)
-            self._runtime = await self._stack.enter_async_context(opening)
-        return self._runtime
+        async with self._opening:
+            if self._runtime is None:
+                committed, pending = await self._directory.memberships.remote()
+                opening = open_asyncio_runtime(self._modules, self._config, state=self._state)
+                self._runtime = await self._stack.enter_async_context(opening)
+                self._committed, self._pending = committed, pending
+            return self._runtime
 
-    async def call(self, params: Mapping[str, Any], caller: Caller | None = None) -> dict[str, Any]:
-        """Run one tools/call-shaped call here; its MCP wire result."""
+    async def call(self, call: WireCall) -> dict[str, Any] | Moved:
+        """Run `call` if its session is this shard's: its MCP wire result; else `Moved`."""
+        async with self._owning(call.context.session_id) as runtime:
+            if runtime is None:
+                return self._moved()
+            tool = runtime.registry.resolve(call.tool)
+            prepared = PreparedCall(
+                tool, call.context, call.arguments, call.route, call.session_defaulted, call.meta
+            )
+            try:
+                result = await runtime.run(prepared)
+            except RuntimeCallError as error:
+                result = error_result(error, tool.service)
+            return result.to_wire()
+
+    async def end_session(self, session_id: str) -> int | Moved:
+        """`Runtime.end_session` for a session of this shard; `Moved` for another's."""
+        async with self._owning(session_id) as runtime:
+            return self._moved() if runtime is None else await runtime.end_session(session_id)
+
+    @contextlib.asynccontextmanager
+    async def _owning(self, session: str) -> AsyncIterator[AsyncioRuntime | None]:
+        """The runtime, counted as busy with `session`, if this shard owns it; else None."""
         runtime = await self._opened()
+        await self._settle(session)
+        assert self._committed is not None
+        if self._committed.owner(session) != self._name:
+            yield None
+            return
+        # No await between the check above and this count: `prepare` sees every call it let in.
+        self._running[session] += 1
         try:
-            result = await runtime.call(params, caller=caller)
-        except UnknownToolError:
-            raise
-        except (ProtocolError, RuntimeCallError) as error:
-            service = runtime.registry.resolve(params["name"]).service
-            result = error_result(error, service)
-        return result.to_wire()
+            yield runtime
+        finally:
+            await self._call_done(session)
+
+    def _moved(self) -> Moved:
+        assert self._committed is not None
+        return Moved(self._committed.epoch)
+
+    def _moving(self, session: str) -> bool:
+        """Whether a handover under way changes `session`'s owner."""
+        pending, committed = self._pending, self._committed
+        return pending is not None and committed is not None and committed.moves(session, pending)
+
+    async def _settle(self, session: str) -> None:
+        """Wait out a handover that moves `session` (to or from here)."""
+        if self._pending is None:
+            return  # the usual case, without taking the lock
+        async with self._changed:
+            await self._changed.wait_for(lambda: not self._moving(session))
+
+    async def _call_done(self, session: str) -> None:
+        self._running[session] -= 1
+        if not self._running[session]:
+            del self._running[session]
+        if self._pending is not None:  # `prepare` may be waiting for this call
+            async with self._changed:
+                self._changed.notify_all()
+
+    async def prepare(self, next_membership: Membership) -> int:
+        """Step one of a handover: stop the sessions that leave; how many actors stopped."""
+        runtime = await self._opened()
+        assert self._committed is not None
+        if next_membership.epoch <= self._committed.epoch:
+            return 0  # a retry after the commit: nothing left to do
+        committed, me = self._committed, self._name
+        self._pending = next_membership
+
+        def leaving(session: str) -> bool:
+            return committed.owner(session) == me and next_membership.owner(session) != me
+
+        async with self._changed:
+            await self._changed.wait_for(lambda: not any(map(leaving, self._running)))
+        return await runtime.hand_over(leaving)
+
+    async def commit(self, membership: Membership) -> None:
+        """Step two: `membership` is this shard's; calls that waited go on."""
+        await self._opened()
+        assert self._committed is not None
+        async with self._changed:
+            if membership.epoch > self._committed.epoch:
+                self._committed = membership
+            if self._pending is not None and self._pending.epoch <= membership.epoch:
+                self._pending = None
+            self._changed.notify_all()
 
     async def statistics(self) -> RuntimeStatistics:
         """The shard's runtime counters (`Runtime.statistics`)."""
         return (await self._opened()).statistics()
+
+    async def live_sessions(self) -> frozenset[str]:
+        """The sessions with a live actor here (tests check no session is live twice)."""
+        runtime = await self._opened()
+        return frozenset(info.key.context.session_id for info in runtime.actors())
 
     async def pid(self) -> int:
         """The shard's process id (tests kill it to fail it over)."""
@@ -75,3 +238,12 @@ class ShardHost:
         """Stop the runtime: calls in flight finish, every state's ``on_stop`` runs."""
         await self._stack.aclose()
         self._runtime = None
+
+
+def shard_class() -> Any:
+    """`ShardHost` as a Ray actor class, restarted by Ray whenever its process dies.
+
+    Calls are not retried by Ray (``max_task_retries=0``): whether one that was
+    running when the process died had written is not known, so its caller is told.
+    """
+    return ray.remote(max_restarts=-1, max_task_retries=0)(ShardHost)
