@@ -1,8 +1,9 @@
-"""The command line: ``python -m actors demo`` and ``python -m actors serve``.
+"""The command line: ``python -m actors demo``, ``serve`` and ``cluster``.
 
 ``serve`` lives in `actors.server` and needs the ``server`` extra (the MCP
-SDK and hypercorn); it is imported only on its path, so ``demo`` and the
-library work without it.
+SDK and hypercorn), ``cluster`` in `actors.cluster` and the ``cluster`` extra
+(Ray besides); each is imported only on its path, so ``demo`` and the library
+work without them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = ["main"]
 
 _PROG: Final = "python -m actors"
 _SERVE_HELP: Final = "serve tool modules over MCP (stdio, or Streamable HTTP with --http)"
+_CLUSTER_HELP: Final = "serve tool modules over MCP Streamable HTTP from shards on Ray"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,19 +44,31 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--goals", type=int, default=4, help="goals each context creates (default 4)")
     # Listed for --help only: `main` hands serve's arguments to its own parser.
     commands.add_parser("serve", help=_SERVE_HELP, add_help=False)
+    commands.add_parser("cluster", help=_CLUSTER_HELP, add_help=False)
     return parser
 
 
-def _serve(argv: Sequence[str]) -> int:
-    missing = [name for name in ("mcp", "hypercorn") if importlib.util.find_spec(name) is None]
+def _require(command: str, extra: str, packages: Sequence[str]) -> None:
+    missing = [name for name in packages if importlib.util.find_spec(name) is None]
     if missing:
         _parser().error(
-            f"serve needs the 'server' extra ({', '.join(missing)} missing): "
-            "pip install 'mcp-actors[server]'"
+            f"{command} needs the '{extra}' extra ({', '.join(missing)} missing): "
+            f"pip install 'mcp-actors[{extra}]'"
         )
+
+
+def _serve(argv: Sequence[str]) -> int:
+    _require("serve", "server", ("mcp", "hypercorn"))
     from .server import main as serve_main  # lazily: it needs the extra
 
     return serve_main(argv, prog=f"{_PROG} serve")
+
+
+def _cluster(argv: Sequence[str]) -> int:
+    _require("cluster", "cluster", ("mcp", "hypercorn", "ray", "psycopg"))
+    from .cluster._cli import main as cluster_main  # lazily: it needs the extra
+
+    return cluster_main(argv, prog=f"{_PROG} cluster")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["serve"]:
         return _serve(arguments[1:])
+    if arguments[:1] == ["cluster"]:
+        return _cluster(arguments[1:])
     args = _parser().parse_args(arguments)
     ok = trio.run(run_demo, args.sessions, args.assistants, args.goals)
     return 0 if ok else 1

@@ -43,7 +43,9 @@ Era = Literal["legacy", "modern"]
 """The protocol era a client opens with: the initialize handshake, or 2026-07-28's discover."""
 
 SERVE = (sys.executable, "-m", "actors", "serve")
+CLUSTER = (sys.executable, "-m", "actors", "cluster")
 STARTUP_TIMEOUT = 20.0
+CLUSTER_STARTUP_TIMEOUT = 90.0  # a local Ray instance first, then the shards
 LISTENING = re.compile(r"listening on (http://\S+)")
 
 
@@ -129,9 +131,11 @@ class LogFile:
         """Everything written so far."""
         return os.pread(self.file.fileno(), 1 << 24, 0).decode("utf-8", errors="replace")
 
-    async def wait_for(self, pattern: re.Pattern[str], process: trio.Process) -> re.Match[str]:
+    async def wait_for(
+        self, pattern: re.Pattern[str], process: trio.Process, seconds: float = STARTUP_TIMEOUT
+    ) -> re.Match[str]:
         """The first match of `pattern` in the log, waiting for it (and for nothing dead)."""
-        with trio.fail_after(STARTUP_TIMEOUT):
+        with trio.fail_after(seconds):
             while True:
                 match = pattern.search(self.text())
                 if match is not None:
@@ -260,15 +264,17 @@ class HttpServer:
 
 
 @asynccontextmanager
-async def http_server(*args: str) -> AsyncIterator[HttpServer]:
+async def http_server(
+    *args: str, command: Sequence[str] = SERVE, startup: float = STARTUP_TIMEOUT
+) -> AsyncIterator[HttpServer]:
     """An HTTP server on an ephemeral 127.0.0.1 port; killed and reaped when the block ends."""
     with tempfile.TemporaryFile() as file:
         process = await trio.lowlevel.open_process(
-            [*SERVE, "--http", "127.0.0.1:0", *args], stdin=subprocess.DEVNULL, stderr=file
+            [*command, "--http", "127.0.0.1:0", *args], stdin=subprocess.DEVNULL, stderr=file
         )
         try:
             log = LogFile(file)
-            match = await log.wait_for(LISTENING, process)
+            match = await log.wait_for(LISTENING, process, startup)
             yield HttpServer(process, log, match.group(1))
         finally:
             await _stop(process)

@@ -326,7 +326,7 @@ class Cluster:
         ray.get(self._directory.begin.remote(new))
         description = ray.get(self._directory.description.remote())
         for shard in set(new.shards) - set(old.shards):
-            self._handles[shard] = _start_shard(self._name, shard, self._directory, *description)
+            self._handles[shard] = _start_shard(self._name, shard, *description)
         involved = set(old.shards) | set(new.shards)
         self._on_every("prepare", new, shards=involved)
         ray.get(self._directory.commit.remote())
@@ -402,13 +402,12 @@ async def _resolved(ref: Any) -> Any:
 def _start_shard(
     cluster: str,
     shard: str,
-    directory: Any,
     modules: Sequence[str],
     config: RuntimeConfig | None,
     state: str,
 ) -> Any:
     named = shard_class().options(name=f"{cluster}/{shard}", namespace=NAMESPACE)
-    return named.remote(shard, directory, modules, config, state)
+    return named.remote(shard, f"{cluster}/directory", NAMESPACE, modules, config, state)
 
 
 def _stop(handle: Any) -> None:
@@ -450,8 +449,7 @@ def open_cluster(
         .remote(specs, config, state, membership)
     )
     handles = {
-        shard: _start_shard(name, shard, directory, specs, config, state)
-        for shard in membership.shards
+        shard: _start_shard(name, shard, specs, config, state) for shard in membership.shards
     }
     cluster = Cluster(name, registry, config, directory, membership, handles)
     try:

@@ -95,20 +95,23 @@ class WireCall:
 class ShardHost:
     """The body of a shard's Ray actor; `open_cluster` starts them.
 
-    `directory` is the cluster's directory actor (a handle): a shard that Ray
-    restarted reads the membership there before it serves anything.
+    `directory` names the cluster's directory actor (in `namespace`): a shard
+    that Ray restarted reads the membership there before it serves anything.
+    By name, not handle: Ray keeps a handle argument in its object store, from
+    where a restart could not always read it back.
     """
 
     def __init__(
         self,
         name: str,
-        directory: Any,
+        directory: str,
+        namespace: str,
         modules: Sequence[str],
         config: RuntimeConfig | None,
         state: str,
     ) -> None:
         self._name = name
-        self._directory = directory
+        self._directory = (directory, namespace)
         # By spec, not object: modules hold what pickling cannot carry (converters, closures).
         self._modules = tuple(map(load_module, modules))
         self._config = config
@@ -128,7 +131,9 @@ class ShardHost:
         # Opened on first use, on the actor's loop: __init__ runs before the loop does.
         async with self._opening:
             if self._runtime is None:
-                committed, pending = await self._directory.memberships.remote()
+                # A blocking lookup, once per (re)start of the shard.
+                directory = ray.get_actor(*self._directory)
+                committed, pending = await directory.memberships.remote()
                 opening = open_asyncio_runtime(self._modules, self._config, state=self._state)
                 self._runtime = await self._stack.enter_async_context(opening)
                 self._committed, self._pending = committed, pending

@@ -8,6 +8,7 @@ cannot drift apart.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import re
@@ -26,7 +27,7 @@ from ._options import DEFAULT_MODULES, ConfigurationError, ServeOptions
 from ._serve import serve
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 __all__ = ["MIN_TOKEN_LENGTH", "configure_logging", "main", "read_tokens"]
 
@@ -515,15 +516,30 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m actors serve"
     """Run ``serve`` with the arguments `argv`; returns the process exit code."""
     cli = parser(prog)
     args = cli.parse_args(argv)
+    options = checked_options(cli, args)
+    return run_server(cli, args, functools.partial(serve, options))
+
+
+def checked_options(cli: argparse.ArgumentParser, args: argparse.Namespace) -> ServeOptions:
+    """The options `args` describe, checked; a usage error (exit 2) naming the problem if bad."""
     try:
         options = _options(args)
         options.check()
     except (ConfigurationError, ValueError, OSError) as exc:
         cli.error(str(exc))
+    return options
+
+
+def run_server(
+    cli: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    serving: Callable[[], Awaitable[None]],
+) -> int:
+    """Log as `args` ask and run `serving` under trio; exit 1 with the reason if it cannot."""
     configure_logging(args.log_level, args.log_format)
     failures: list[str] = []
     try:
-        trio.run(serve, options)
+        trio.run(serving)
     except* (OSError, StoreError) as group:  # the address is taken, the store unusable, ...
         failures = [str(error) for error in _leaves(group)]
     if failures:

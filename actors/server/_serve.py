@@ -47,7 +47,7 @@ import functools
 import importlib.util
 import logging
 import signal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import trio
@@ -63,12 +63,14 @@ from ._stdio import serve_stdio
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+    from contextlib import AbstractAsyncContextManager
 
-    from .._runtime import Runtime
+    from ..store import StateStore
     from ..telemetry import PrometheusMetrics
+    from ._mcp import CallTarget
     from ._options import ServeOptions
 
-__all__ = ["run", "serve"]
+__all__ = ["Backend", "local_runtime", "run", "serve"]
 
 logger = logging.getLogger("actors.serve")
 
@@ -109,8 +111,25 @@ async def _drain(shutdown: _Shutdown, adapter: McpAdapter, grace: float, stop: t
     stop.set()
 
 
+class Backend(Protocol):
+    """What runs the calls a server takes: `local_runtime`, or ``actors cluster``'s shards."""
+
+    def __call__(
+        self, options: ServeOptions, store: StateStore, observer: Observer | None, /
+    ) -> AbstractAsyncContextManager[CallTarget]:
+        """A context manager that yields the call target for the life of the server."""
+        ...
+
+
+def local_runtime(
+    options: ServeOptions, store: StateStore, observer: Observer | None
+) -> AbstractAsyncContextManager[CallTarget]:
+    """The default backend: a runtime in this process, on `store`."""
+    return open_runtime(build_modules(options), options.runtime, store=store, observer=observer)
+
+
 def _adapter(
-    runtime: Runtime, options: ServeOptions, observer: Observer | None = None
+    runtime: CallTarget, options: ServeOptions, observer: Observer | None = None
 ) -> McpAdapter:
     if options.http is None:
         return McpAdapter(runtime, observer=observer)  # the stdio parent is a trusted middleware
@@ -166,11 +185,13 @@ async def _serve_transport(
         stop.set()  # the transport ended (EOF on stdin): so does the operator's listener
 
 
-async def serve(options: ServeOptions) -> None:
+async def serve(options: ServeOptions, *, backend: Backend = local_runtime) -> None:
     """Serve MCP until EOF on stdin (stdio) or a signal; then shut down in order.
 
     Must run in the main thread (it handles SIGINT and SIGTERM itself).
     Raises ConfigurationError for options that `ServeOptions.check` refuses.
+    `backend` runs the calls: a runtime in this process by default
+    (``actors cluster`` passes its shards).
     """
     options.check()
     shutdown = _Shutdown()
@@ -181,10 +202,9 @@ async def serve(options: ServeOptions) -> None:
             watchers.start_soon(shutdown.watch, signals)
             metrics = _metrics(options)
             observer = _observer(metrics)
-            modules = build_modules(options)
             async with (
                 open_store(options.state_url) as store,
-                open_runtime(modules, options.runtime, store=store, observer=observer) as runtime,
+                backend(options, store, observer) as runtime,
             ):
                 logger.info("modules: %s", ", ".join(runtime.registry.modules))
                 logger.info("state: %s", store.url)

@@ -1,0 +1,199 @@
+"""``python -m actors cluster``: the MCP Streamable HTTP endpoint in front of shards on Ray.
+
+It is ``actors serve --http`` with a cluster as its backend: the same
+options, tokens, tenants, Origin rules, limits, operator endpoints and
+shutdown, but each call runs on its session's shard. The command starts a
+local Ray instance, or joins one with ``--address``, starts the shards (named
+``<name>/shard-N`` in Ray's ``mcp-actors`` namespace) and stops them when it
+stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import re
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+import ray
+import trio
+
+from ..server._cli import checked_options, run_server
+from ..server._cli import parser as serve_parser
+from ..server._serve import serve
+from ..store import check_store_url
+from ._cluster import NAMESPACE, open_cluster
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+
+    from .._observe import Observer
+    from ..server._options import ServeOptions
+    from ..store import StateStore
+    from ._cluster import Cluster
+
+__all__ = ["main", "module_specs"]
+
+_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_EPILOG: Final = """examples:
+  python -m actors cluster --shards 2 --http 127.0.0.1:8765 --state postgresql://mcp@db/mcp
+  python -m actors cluster --address auto --shards 8 --http 0.0.0.0:8765 \\
+      --tokens-file tokens.txt --state postgresql://mcp@db/mcp
+"""
+
+
+def parser(prog: str) -> argparse.ArgumentParser:
+    """``serve``'s command line and the cluster's own options."""
+    cli = serve_parser(prog)
+    cli.description = (
+        "Serve tool modules over MCP Streamable HTTP from shards on Ray: each session's calls "
+        "run on one shard, its durable state in the store every shard shares."
+    )
+    cli.epilog = _EPILOG
+    group = cli.add_argument_group("cluster")
+    group.add_argument(
+        "--shards", metavar="N", type=_shard_count, default=2, help="shards to start (default 2)"
+    )
+    group.add_argument(
+        "--address",
+        metavar="ADDRESS",
+        help="join this Ray cluster (as ray.init takes it: auto, HOST:PORT or ray://HOST:PORT); "
+        "default: start a local Ray instance",
+    )
+    group.add_argument(
+        "--num-cpus",
+        metavar="N",
+        type=_shard_count,
+        help="CPUs of the local Ray instance (default: all); not with --address",
+    )
+    group.add_argument(
+        "--name",
+        default="mcp-actors",
+        type=_cluster_name,
+        help="the cluster's name, in its Ray actors' names (default %(default)s)",
+    )
+    return cli
+
+
+def _shard_count(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 1024:
+        msg = f"expected a whole number from 1 to 1024, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return int(text)
+
+
+def _cluster_name(text: str) -> str:
+    if not _NAME.fullmatch(text):
+        msg = f"expected 1 to 64 letters, digits, '.', '_' or '-', got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return text
+
+
+def module_specs(options: ServeOptions) -> tuple[str, ...]:
+    """The ``package.module:attribute`` spec of each module `options` enable.
+
+    Shards import modules by spec. Raises ValueError for the workspace: it
+    runs programs on whichever host its session's shard is on, and a
+    handover would leave them behind.
+    """
+    specs = []
+    for entry in options.enabled:
+        if not isinstance(entry, str):
+            msg = f"a cluster imports its modules by spec; got the object {entry!r}"
+            raise ValueError(msg)
+        if entry == "workspace":
+            msg = "--allow-exec: the workspace module is not served by a cluster"
+            raise ValueError(msg)
+        specs.append(entry if ":" in entry else f"actors.modules:{entry}")
+    return tuple(specs)
+
+
+def _check(cli: argparse.ArgumentParser, args: argparse.Namespace, options: ServeOptions) -> None:
+    """The cluster's own usage errors (exit 2), before anything starts."""
+    if options.http is None:
+        cli.error("--http HOST:PORT is required: a cluster serves MCP over Streamable HTTP")
+    if args.state is None or check_store_url(options.state_url) == "memory":
+        cli.error(
+            "--state: a cluster needs a store every shard shares, postgresql://… "
+            "(or sqlite:///path, with every shard on this machine)"
+        )
+    if args.address is not None and args.num_cpus is not None:
+        cli.error("--num-cpus sizes a local Ray instance: not with --address")
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m actors cluster") -> int:
+    """Run ``cluster`` with the arguments `argv`; returns the process exit code."""
+    cli = parser(prog)
+    args = cli.parse_args(argv)
+    options = checked_options(cli, args)
+    _check(cli, args, options)
+    try:
+        specs = module_specs(options)
+    except ValueError as exc:
+        cli.error(str(exc))
+    # Ray's workers log to its session folder; the front's stderr stays the server's log.
+    ray.init(
+        address=args.address,
+        num_cpus=args.num_cpus,
+        namespace=NAMESPACE,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env=_local_modules(args),
+    )
+    try:
+        if _running(args.name):
+            cli.exit(2, f"{cli.prog}: error: --name: a cluster {args.name!r} already runs there\n")
+        backend = functools.partial(_shards, specs, args.shards, args.name)
+        return run_server(cli, args, functools.partial(serve, options, backend=backend))
+    finally:
+        ray.shutdown()
+
+
+def _local_modules(args: argparse.Namespace) -> dict[str, Any] | None:
+    """For a local Ray and ``--module``: shards search the current directory first, as serve does.
+
+    On a Ray cluster joined with ``--address`` a module must be installed on
+    every machine (or shipped with Ray's own ``working_dir``).
+    """
+    if not args.module or args.address is not None:
+        return None
+    path = [os.getcwd(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {"env_vars": {"PYTHONPATH": os.pathsep.join(path)}}
+
+
+def _running(name: str) -> bool:
+    try:
+        ray.get_actor(f"{name}/directory", namespace=NAMESPACE)
+    except ValueError:
+        return False
+    return True
+
+
+@asynccontextmanager
+async def _shards(
+    specs: Sequence[str],
+    shards: int,
+    name: str,
+    options: ServeOptions,
+    store: StateStore,
+    observer: Observer | None,
+) -> AsyncIterator[Cluster]:
+    """The serve backend: `shards` shards for the life of the server.
+
+    The front's store serves its readiness probe; the observer sees the
+    front's refusals (the shards' runtimes are not observed from here).
+    """
+    del store, observer
+    opening = open_cluster(
+        specs, shards=shards, state=options.state_url, config=options.runtime, name=name
+    )
+    # Starting and stopping shards blocks on Ray: in a thread, off the event loop.
+    cluster: Any = await trio.to_thread.run_sync(opening.__enter__)
+    try:
+        yield cluster
+    finally:
+        # Shielded: the shards are stopped in order even when shutdown is hurried.
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(opening.__exit__, None, None, None)
