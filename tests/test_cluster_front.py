@@ -1,0 +1,137 @@
+"""``python -m actors cluster``: the MCP front end of shards on a real local Ray, as a process.
+
+The front is ``serve --http`` with shards behind it, so what the gate and the
+tenant rules do is tested in process elsewhere (`tests/test_http_gate.py`);
+here the SDK client checks that they hold in front of shards too, that each
+session sees only its own state wherever it lives, that ``session__end``
+reaches the session's shard, and that SIGTERM stops the shards and the local
+Ray instance with them.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from typing import TYPE_CHECKING
+
+import httpx2
+import pytest
+import trio
+
+from protocol import shard_for
+
+from ._mcp_helpers import CLUSTER, CLUSTER_STARTUP_TIMEOUT, http_server, service_of, texts
+from ._postgres import fresh_postgres_url_fixture, postgres_server_fixture  # noqa: F401  (fixtures)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytest.importorskip("ray")
+
+pytestmark = [
+    pytest.mark.filterwarnings(r"ignore:Async generator 'httpx2\.:ResourceWarning"),
+    pytest.mark.filterwarnings(r"ignore:Async generator 'httpcore2\.:ResourceWarning"),
+]
+ALPHA, GATEWAY = "Zq9#xK2pLw7Vn4Rt3sYbT0uQ", "hB1vR8mC4nW6eK2jL9pX5tZ0"
+SESSIONS = [f"conversation-{n}" for n in range(8)]
+LOCAL = ("--http", "127.0.0.1:0", "--state", "sqlite:////tmp/never.db")
+
+
+def ray_processes() -> list[str]:
+    """The command lines of the Ray processes running on this machine."""
+    found = subprocess.run(
+        ["pgrep", "-af", "raylet|gcs_server"], capture_output=True, text=True, check=False
+    )
+    return found.stdout.splitlines()
+
+
+async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
+    tmp_path: Path, fresh_postgres_url: str
+) -> None:
+    assert not ray_processes(), "a Ray instance from elsewhere would blur the last check"
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text(f"{ALPHA}=alpha\n{GATEWAY}\n")
+    assert {shard_for(s, ("shard-0", "shard-1")) for s in SESSIONS} == {"shard-0", "shard-1"}
+    args = ("--shards", "2", "--num-cpus", "2", "--state", fresh_postgres_url)
+    async with http_server(
+        *args, "--tokens-file", str(tokens), command=CLUSTER, startup=CLUSTER_STARTUP_TIMEOUT
+    ) as server:
+        async with server.session(GATEWAY) as gateway, server.session(ALPHA) as alpha:
+            for session in SESSIONS:
+                meta = {"sessionId": session}
+                created = await gateway.call_tool(
+                    "planning__create_goal", {"goal": f"goal of {session}"}, meta=meta
+                )
+                assert not created.is_error, texts(created)
+            listed = [
+                texts(await gateway.call_tool("planning__list_goals", {}, meta={"sessionId": s}))
+                for s in SESSIONS
+            ]
+            ended = await gateway.call_tool("session__end", {}, meta={"sessionId": SESSIONS[0]})
+            after_end = await gateway.call_tool(
+                "planning__list_goals", {}, meta={"sessionId": SESSIONS[0]}
+            )
+            mine = await alpha.call_tool(
+                "planning__create_goal", {"goal": "Ship"}, meta={"sessionId": "alpha/c1"}
+            )
+            theirs = await alpha.call_tool("planning__list_goals", {"__sessionId": SESSIONS[1]})
+            bad = await gateway.call_tool(
+                "planning__create_goal", {"goal": 3}, meta={"sessionId": "x"}
+            )
+            async with httpx2.AsyncClient() as http:
+                anonymous = await http.post(server.url, json={})
+                foreign = await http.post(
+                    server.url,
+                    json={},
+                    headers={"Authorization": f"Bearer {GATEWAY}", "Origin": "http://evil.example"},
+                )
+            server.process.send_signal(signal.SIGTERM)
+            with trio.fail_after(60):
+                code = await server.process.wait()
+        log = server.log.text()
+    for session, text in zip(SESSIONS, listed, strict=True):
+        assert text == f"Goals (1):\n- g1: goal of {session}"  # its own, nobody else's
+    assert not ended.is_error, texts(ended)
+    assert texts(after_end).startswith("No goals yet.")  # the stored state went with it
+    assert not mine.is_error
+    assert service_of(mine)["serverName"] == "planning"
+    assert theirs.is_error
+    assert texts(theirs).startswith(f"session '{SESSIONS[1]}' is outside tenant 'alpha'")
+    assert bad.is_error
+    assert "$.goal: expected a string" in texts(bad)
+    assert anonymous.status_code == 401
+    assert foreign.status_code == 403
+    assert code == 0, log
+    assert "outcome=outside_tenant" in log
+    assert "SIGTERM received: shutting down" in log
+    assert "Traceback" not in log
+    assert not ray_processes(), "the local Ray instance outlived the command"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--http", "127.0.0.1:0", "--state", "memory"], "a cluster needs a store every shard"),
+        (["--state", "sqlite:////tmp/never.db"], "--http HOST:PORT is required"),
+        (["--http", "127.0.0.1:0"], "a cluster needs a store every shard"),
+        (
+            [*LOCAL, "--address", "auto", "--num-cpus", "2"],
+            "--num-cpus sizes a local Ray instance",
+        ),
+        (["--name", "a/b"], "argument --name: expected 1 to 64 letters"),
+        (["--shards", "0"], "argument --shards: expected a whole number from 1 to 1024"),
+        (
+            [*LOCAL, "--allow-exec", "--token", GATEWAY],
+            "the workspace module is not served by a cluster",
+        ),
+    ],
+)
+def test_a_bad_command_line_is_refused_before_anything_starts(
+    arguments: list[str], message: str
+) -> None:
+    result = subprocess.run(
+        [*CLUSTER, *arguments], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Started a local Ray instance" not in result.stderr
