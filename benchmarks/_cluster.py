@@ -9,7 +9,11 @@ Callers in this process, one thread each, call through `Cluster.call`:
   for. Reported: aggregate calls/s with 1 shard and with 2, and their ratio
   (target at least 1.6x on 2 cores);
 * **light** — ``planning__list_goals``: the cost of the hop itself, against
-  the same calls through `Runtime.call` in this process.
+  the same calls through `Runtime.call` in this process;
+* **handover** — with live sessions on 2 shards over one SQLite file, a shard
+  added then removed: how long each change of membership takes, how many
+  sessions it moves, and the first call of a moved session (which loads its
+  state on its new owner) against a call to a live one.
 
 Skipped, with a note, without Ray (the ``cluster`` extra).
 """
@@ -17,9 +21,12 @@ Skipped, with a note, without Ray (the ``cluster`` extra).
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import importlib.util
+import tempfile
 import time
-from typing import TYPE_CHECKING, Any, Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import trio
 
@@ -42,6 +49,7 @@ __all__ = ["run_cluster"]
 NAME: Final = "cluster"
 MODULES: Final = ("actors.modules:planning", "actors.modules:content_store")
 SCALE_TARGET: Final = Target(">=", 1.6)
+T = TypeVar("T")
 _WORDS: Final = [
     "actor",
     "shard",
@@ -125,6 +133,54 @@ def _measure_shards(
     return heavy, light
 
 
+def _goal(session: str) -> dict[str, Any]:
+    return _call("planning__create_goal", session, goal="handed over")
+
+
+def _timed(call: Callable[[], T]) -> tuple[T, float]:
+    """What `call` returns, and the seconds it took."""
+    began = time.perf_counter()
+    value = call()
+    return value, time.perf_counter() - began
+
+
+def _first_calls(cluster: Cluster, sessions: list[str]) -> float:
+    """Mean seconds of one call to each of `sessions`, one after the other."""
+    _, seconds = _timed(lambda: [cluster.call(_listing(s)) for s in sessions])
+    return seconds / max(len(sessions), 1)
+
+
+def _measure_handover(sizes: Sizes, progress: Progress) -> dict[str, list[float]]:
+    """Per round: seconds to add and to remove a shard, sessions moved, calls after."""
+    from actors.cluster import open_cluster
+
+    sessions = _sessions(sizes.cluster_handover_sessions)
+    measured: dict[str, list[float]] = {}
+
+    def keep(name: str, value: float) -> None:
+        measured.setdefault(name, []).append(value)
+
+    with tempfile.TemporaryDirectory(prefix="mcp-actors-handover-") as directory:
+        state = f"sqlite:///{Path(directory) / 'state.db'}"
+        with open_cluster(MODULES, shards=2, state=state) as cluster:
+            progress(f"{NAME}: handover: {len(sessions)} live sessions")
+            _rate(cluster.call, [_goal(s) for s in sessions], sizes.cluster_callers)
+            for number in range(sizes.rounds):
+                progress(f"{NAME}: handover: round {number + 1}")
+                before = {s: cluster.shard_of(s) for s in sessions}
+                added, seconds = _timed(cluster.add_shard)
+                keep("add", seconds)
+                moved = [s for s in sessions if cluster.shard_of(s) != before[s]]
+                stayed = [s for s in sessions if cluster.shard_of(s) == before[s]]
+                keep("moved", len(moved))
+                keep("first call, moved", _first_calls(cluster, moved))
+                keep("call, stayed", _first_calls(cluster, stayed[: len(moved)]))
+                keep("remove", _timed(functools.partial(cluster.remove_shard, added))[1])
+                # Every session live again, for the next round to hand over as many.
+                _rate(cluster.call, [_listing(s) for s in sessions], sizes.cluster_callers)
+    return measured
+
+
 async def _in_process(sizes: Sizes) -> list[float]:
     """planning__list_goals through `Runtime.call` here, one caller: the hop's baseline."""
     sessions = _sessions(sizes.cluster_sessions)
@@ -179,6 +235,7 @@ def run_cluster(sizes: Sizes, progress: Progress) -> ScenarioResult:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         per_shards = {shards: _measure_shards(shards, sizes, progress) for shards in (1, 2)}
+        handover = _measure_handover(sizes, progress)
     finally:
         ray.shutdown()
     local = trio.run(_in_process, sizes)
@@ -186,5 +243,27 @@ def run_cluster(sizes: Sizes, progress: Progress) -> ScenarioResult:
         f"local Ray, num_cpus=2; shards over the memory store; {sizes.cluster_documents} "
         "documents of 32 KB per session; callers are threads of this process calling "
         "Cluster.call (ray.get)",
+        f"handover: {sizes.cluster_handover_sessions} live planning sessions on 2 shards over "
+        "one SQLite file; per round a third shard is added, then removed; calls one at a time",
     )
-    return ScenarioResult(NAME, tuple(_figures(per_shards, local, sizes)), notes)
+    figures = [*_figures(per_shards, local, sizes), *_handover_figures(handover, sizes)]
+    return ScenarioResult(NAME, tuple(figures), notes)
+
+
+def _handover_figures(measured: dict[str, list[float]], sizes: Sizes) -> list[Figure]:
+    live = f"{sizes.cluster_handover_sessions} live sessions"
+    ms = {name: Stats.of([v * 1e3 for v in measured[name]]) for name in measured}
+    return [
+        figure(NAME, f"handover: add a 3rd shard, {live}", ms["add"], "ms"),
+        figure(NAME, f"handover: remove it again, {live}", ms["remove"], "ms"),
+        figure(
+            NAME, f"handover: sessions moved by one change, {live}", Stats.of(measured["moved"]), ""
+        ),
+        figure(
+            NAME,
+            "handover: first call of a moved session (loads its state)",
+            ms["first call, moved"],
+            "ms",
+        ),
+        figure(NAME, "handover: call of a session that stayed", ms["call, stayed"], "ms"),
+    ]

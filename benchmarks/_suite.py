@@ -129,6 +129,8 @@ class Sizes:
     """cluster: calls per batch."""
     cluster_callers: int
     """cluster: concurrent callers (threads) for the heavy calls."""
+    cluster_handover_sessions: int
+    """cluster: live sessions (over SQLite) when a shard is added and removed."""
 
 
 TINY: Final = Sizes(
@@ -181,6 +183,7 @@ TINY: Final = Sizes(
     cluster_documents=2,
     cluster_calls=20,
     cluster_callers=4,
+    cluster_handover_sessions=20,
 )
 QUICK: Final = Sizes(
     name="quick",
@@ -232,6 +235,7 @@ QUICK: Final = Sizes(
     cluster_documents=16,
     cluster_calls=100,
     cluster_callers=8,
+    cluster_handover_sessions=300,
 )
 FULL: Final = Sizes(
     name="full",
@@ -283,6 +287,7 @@ FULL: Final = Sizes(
     cluster_documents=10,
     cluster_calls=300,
     cluster_callers=16,
+    cluster_handover_sessions=2_000,
 )
 PRESETS: Final = {sizes.name: sizes for sizes in (TINY, QUICK, FULL)}
 """The sizes by name: ``tiny`` (the tests), ``quick`` (the default), ``full``."""

@@ -228,6 +228,11 @@ class TestCluster:
         assert found[f"heavy search, 2 shards / 1 shard, {where}"].target == "≥ 1.6x"
         hop = found["the Ray hop per call (through a shard - in process), 1 caller"]
         assert math.isfinite(hop.value)
+        live = f"{tiny.cluster_handover_sessions} live sessions"
+        assert found[f"handover: add a 3rd shard, {live}"].value > 0
+        assert found[f"handover: remove it again, {live}"].value > 0
+        assert found[f"handover: sessions moved by one change, {live}"].value > 0
+        assert found["handover: first call of a moved session (loads its state)"].value > 0
 
 
 def durable_figures(report: Report, *, peer: bool = False) -> dict[str, Figure]:

@@ -10,9 +10,12 @@ Ray instance with them.
 
 from __future__ import annotations
 
+import contextlib
+import re
 import signal
 import subprocess
-from typing import TYPE_CHECKING
+import uuid
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -20,11 +23,15 @@ import trio
 
 from protocol import shard_for
 
-from ._mcp_helpers import CLUSTER, CLUSTER_STARTUP_TIMEOUT, http_server, service_of, texts
+from ._mcp_helpers import (
+    CLUSTER,
+    CLUSTER_STARTUP_TIMEOUT,
+    http_server,
+    pid_alive,
+    service_of,
+    texts,
+)
 from ._postgres import fresh_postgres_url_fixture, postgres_server_fixture  # noqa: F401  (fixtures)
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 pytest.importorskip("ray")
 
@@ -34,28 +41,37 @@ pytestmark = [
 ]
 ALPHA, GATEWAY = "Zq9#xK2pLw7Vn4Rt3sYbT0uQ", "hB1vR8mC4nW6eK2jL9pX5tZ0"
 SESSIONS = [f"conversation-{n}" for n in range(8)]
+ON_RAY = re.compile(r"cluster '[^']+' on Ray at (\S+): shard-0, shard-1")
 LOCAL = ("--http", "127.0.0.1:0", "--state", "sqlite:////tmp/never.db")
 
 
-def ray_processes() -> list[str]:
-    """The command lines of the Ray processes running on this machine."""
-    found = subprocess.run(
-        ["pgrep", "-af", "raylet|gcs_server"], capture_output=True, text=True, check=False
-    )
-    return found.stdout.splitlines()
+def descendants(pid: int) -> set[int]:
+    """The processes `pid` started, and theirs, now (read from /proc)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # "pid (comm) state ppid ...": comm may hold spaces, so split after its ')'.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
 
 
 async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
-    tmp_path: Path, fresh_postgres_url: str
+    tmp_path: Path, fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert not ray_processes(), "a Ray instance from elsewhere would blur the last check"
     tokens = tmp_path / "tokens.txt"
     tokens.write_text(f"{ALPHA}=alpha\n{GATEWAY}\n")
     assert {shard_for(s, ("shard-0", "shard-1")) for s in SESSIONS} == {"shard-0", "shard-1"}
-    args = ("--shards", "2", "--num-cpus", "2", "--state", fresh_postgres_url)
+    name = f"test-{uuid.uuid4().hex[:8]}"  # another cluster on this machine is none of ours
+    args = ("--shards", "2", "--num-cpus", "2", "--state", fresh_postgres_url, "--name", name)
     async with http_server(
         *args, "--tokens-file", str(tokens), command=CLUSTER, startup=CLUSTER_STARTUP_TIMEOUT
     ) as server:
+        ray_processes = descendants(server.process.pid)  # Ray's own: GCS, raylet, workers
         async with server.session(GATEWAY) as gateway, server.session(ALPHA) as alpha:
             for session in SESSIONS:
                 meta = {"sessionId": session}
@@ -78,6 +94,20 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
             bad = await gateway.call_tool(
                 "planning__create_goal", {"goal": 3}, meta={"sessionId": "x"}
             )
+            # One more front, in a process of its own, for the same shards.
+            third = {"sessionId": SESSIONS[2]}
+            address = ON_RAY.search(server.log.text())
+            assert address is not None, server.log.text()
+            # A client of a Ray at a given address sends Ray's token (~/.ray/auth_token,
+            # made by the local instance) only when told to.
+            monkeypatch.setenv("RAY_AUTH_MODE", "token")
+            async with http_server(
+                "--address", address.group(1), "--join", "--name", name,
+                "--state", fresh_postgres_url,
+                "--token", GATEWAY, command=CLUSTER, startup=CLUSTER_STARTUP_TIMEOUT,
+            ) as second, second.session(GATEWAY) as other:  # fmt: skip
+                seen = texts(await other.call_tool("planning__list_goals", {}, meta=third))
+            after_second = texts(await gateway.call_tool("planning__list_goals", {}, meta=third))
             async with httpx2.AsyncClient() as http:
                 anonymous = await http.post(server.url, json={})
                 foreign = await http.post(
@@ -99,13 +129,17 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
     assert texts(theirs).startswith(f"session '{SESSIONS[1]}' is outside tenant 'alpha'")
     assert bad.is_error
     assert "$.goal: expected a string" in texts(bad)
+    assert seen == listed[2]  # the second front reached the same shard's state
+    assert after_second == listed[2]  # and stopping it left the shards serving
     assert anonymous.status_code == 401
     assert foreign.status_code == 403
     assert code == 0, log
     assert "outcome=outside_tenant" in log
     assert "SIGTERM received: shutting down" in log
     assert "Traceback" not in log
-    assert not ray_processes(), "the local Ray instance outlived the command"
+    assert ray_processes
+    left = {pid for pid in ray_processes if pid_alive(pid)}
+    assert not left, f"the local Ray instance outlived the command: {left}"
 
 
 @pytest.mark.parametrize(
@@ -120,6 +154,7 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
         ),
         (["--name", "a/b"], "argument --name: expected 1 to 64 letters"),
         (["--shards", "0"], "argument --shards: expected a whole number from 1 to 1024"),
+        ([*LOCAL, "--join"], "--join serves a cluster that runs already"),
         (
             [*LOCAL, "--allow-exec", "--token", GATEWAY],
             "the workspace module is not served by a cluster",

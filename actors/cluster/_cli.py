@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import logging
 import os
 import re
 from contextlib import asynccontextmanager
@@ -24,7 +25,7 @@ from ..server._cli import checked_options, run_server
 from ..server._cli import parser as serve_parser
 from ..server._serve import serve
 from ..store import check_store_url
-from ._cluster import NAMESPACE, open_cluster
+from ._cluster import NAMESPACE, connect_cluster, open_cluster
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from ._cluster import Cluster
 
 __all__ = ["main", "module_specs"]
+
+logger = logging.getLogger("actors.cluster")
 
 _NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _EPILOG: Final = """examples:
@@ -73,6 +76,12 @@ def parser(prog: str) -> argparse.ArgumentParser:
         default="mcp-actors",
         type=_cluster_name,
         help="the cluster's name, in its Ray actors' names (default %(default)s)",
+    )
+    group.add_argument(
+        "--join",
+        action="store_true",
+        help="start no shards: serve one more front for the running cluster --name, on the "
+        "Ray cluster --address names (its modules and settings are the cluster's)",
     )
     return cli
 
@@ -121,6 +130,8 @@ def _check(cli: argparse.ArgumentParser, args: argparse.Namespace, options: Serv
         )
     if args.address is not None and args.num_cpus is not None:
         cli.error("--num-cpus sizes a local Ray instance: not with --address")
+    if args.join and args.address is None:
+        cli.error("--join serves a cluster that runs already: give its Ray's --address")
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m actors cluster") -> int:
@@ -143,9 +154,14 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m actors cluste
         runtime_env=_local_modules(args),
     )
     try:
-        if _running(args.name):
-            cli.exit(2, f"{cli.prog}: error: --name: a cluster {args.name!r} already runs there\n")
-        backend = functools.partial(_shards, specs, args.shards, args.name)
+        if args.join != _running(args.name):
+            state = "no cluster" if args.join else "a cluster"
+            cli.exit(2, f"{cli.prog}: error: --name: {state} {args.name!r} runs there\n")
+        backend = (
+            functools.partial(_front, args.name)
+            if args.join
+            else functools.partial(_shards, specs, args.shards, args.name)
+        )
         return run_server(cli, args, functools.partial(serve, options, backend=backend))
     finally:
         ray.shutdown()
@@ -191,9 +207,28 @@ async def _shards(
     )
     # Starting and stopping shards blocks on Ray: in a thread, off the event loop.
     cluster: Any = await trio.to_thread.run_sync(opening.__enter__)
+    _announce(cluster)
     try:
         yield cluster
     finally:
         # Shielded: the shards are stopped in order even when shutdown is hurried.
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(opening.__exit__, None, None, None)
+
+
+@asynccontextmanager
+async def _front(
+    name: str, options: ServeOptions, store: StateStore, observer: Observer | None
+) -> AsyncIterator[Cluster]:
+    """The serve backend of ``--join``: the running cluster `name`, whose shards stay up."""
+    del options, store, observer
+    cluster = await trio.to_thread.run_sync(connect_cluster, name)
+    _announce(cluster)
+    yield cluster
+
+
+def _announce(cluster: Cluster) -> None:
+    """Log where the cluster runs: ``--join`` fronts are pointed at this address."""
+    address = ray.get_runtime_context().gcs_address
+    shards = ", ".join(cluster.shards)
+    logger.info("cluster %r on Ray at %s: %s", cluster.name, address, shards)

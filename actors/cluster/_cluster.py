@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast, final
@@ -102,6 +103,7 @@ class Directory:
         self._state = state
         self._committed = membership
         self._pending: Membership | None = None
+        self._numbers = itertools.count(len(membership.shards))
 
     def memberships(self) -> tuple[Membership, Membership | None]:
         """The committed membership and the pending one (None outside a handover)."""
@@ -110,6 +112,13 @@ class Directory:
     def description(self) -> tuple[tuple[str, ...], RuntimeConfig | None, str]:
         """The module specs, runtime settings and store every shard runs with."""
         return self._modules, self._config, self._state
+
+    def new_shard_name(self) -> str:
+        """A name no shard of this cluster had: ``shard-N``, N counting up.
+
+        Never one of a removed shard: Ray may not have let go of its actor's name yet.
+        """
+        return f"shard-{next(self._numbers)}"
 
     def begin(self, pending: Membership) -> None:
         """Start a handover to `pending`; MembershipError if one is under way or it is not next."""
@@ -301,7 +310,7 @@ class Cluster:
 
     def add_shard(self) -> str:
         """Start one more shard and hand it its sessions; its name."""
-        name = _next_name(self._membership.shards)
+        name: str = ray.get(self._directory.new_shard_name.remote())
         self._change((*self._membership.shards, name))
         return name
 
@@ -334,12 +343,6 @@ class Cluster:
         self._on_every("commit", new, shards=involved)
         for shard in set(old.shards) - set(new.shards):
             _stop(self._handles.pop(shard))
-
-
-def _next_name(shards: Iterable[str]) -> str:
-    """``shard-N`` with N one more than any shard's number so far."""
-    numbers = [int(s.removeprefix("shard-")) for s in shards if s.removeprefix("shard-").isdigit()]
-    return f"shard-{max(numbers, default=-1) + 1}"
 
 
 def _from_wire(wire: Mapping[str, Any], service: ServiceInfo) -> CallResult:
