@@ -21,8 +21,11 @@ Skipped, with a note, without Ray (the ``cluster`` extra).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import importlib.util
+import itertools
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +35,7 @@ import trio
 
 from actors import open_runtime
 from actors.modules import planning
+from protocol import shard_for
 
 from ._measure import Stats
 from ._report import Figure, ScenarioResult, Target, figure
@@ -39,6 +43,7 @@ from ._report import Figure, ScenarioResult, Target, figure
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from actors import Runtime
     from actors.cluster import Cluster
 
     from ._measure import Progress
@@ -49,6 +54,9 @@ __all__ = ["run_cluster"]
 NAME: Final = "cluster"
 MODULES: Final = ("actors.modules:planning", "actors.modules:content_store")
 SCALE_TARGET: Final = Target(">=", 1.6)
+POSTGRES: Final = "PostgreSQL"
+POSTGRES_VARIABLE: Final = "MCP_ACTORS_BENCH_POSTGRES"
+"""A libpq URL of a database the benchmark may write to (its ``actor_state`` table)."""
 T = TypeVar("T")
 _WORDS: Final = [
     "actor",
@@ -112,25 +120,54 @@ def _sessions(count: int) -> list[str]:
     return [f"bench-{n}" for n in range(count)]
 
 
-def _measure_shards(
-    shards: int, sizes: Sizes, progress: Progress
-) -> tuple[list[float], list[float]]:
-    """Heavy and light calls/s per round with `shards` shards."""
+def _balanced_sessions(count: int) -> list[str]:
+    """`count` sessions, half of them on each of two shards.
+
+    A few sessions hashed onto two shards split unevenly (8 split 5 and 3 with the
+    plain names), and the busier shard would cap the 2-shard run at 8/5 of the
+    1-shard one whatever the shards can do: the scaling figure is about compute.
+    """
+    shards = ("shard-0", "shard-1")
+    chosen: dict[str, list[str]] = {shard: [] for shard in shards}
+    for n in itertools.count():
+        session = f"bench-{n}"
+        placed = chosen[shard_for(session, shards)]
+        if len(placed) < (count + 1) // 2:
+            placed.append(session)
+        if sum(map(len, chosen.values())) >= count:
+            return [s for pair in itertools.zip_longest(*chosen.values()) for s in pair if s]
+    raise AssertionError  # itertools.count() never ends
+
+
+def _measure_shards(sizes: Sizes, progress: Progress) -> dict[int, tuple[list[float], list[float]]]:
+    """Heavy and light calls/s per round, by shard count (1 and 2), rounds interleaved.
+
+    Both clusters are up at once (an idle shard costs no CPU), and each round
+    runs one then the other, so a noisy moment on this shared machine falls on
+    both alike and the ratio pairs like with like.
+    """
     from actors.cluster import open_cluster
 
-    sessions = _sessions(sizes.cluster_sessions)
-    heavy, light = [], []
-    with open_cluster(MODULES, shards=shards, state="memory") as cluster:
-        progress(f"{NAME}: {shards} shard(s): filling {len(sessions)} sessions")
-        _fill(cluster, sessions, sizes)
-        searches = [_search(sessions[n % len(sessions)]) for n in range(sizes.cluster_calls)]
-        listings = [_listing(sessions[n % len(sessions)]) for n in range(sizes.cluster_calls)]
-        _rate(cluster.call, searches[: len(sessions)], sizes.cluster_callers)  # warm
+    sessions = _balanced_sessions(sizes.cluster_sessions)
+    searches = [_search(sessions[n % len(sessions)]) for n in range(sizes.cluster_calls)]
+    listings = [_listing(sessions[n % len(sessions)]) for n in range(sizes.cluster_calls)]
+    measured: dict[int, tuple[list[float], list[float]]] = {1: ([], []), 2: ([], [])}
+    with contextlib.ExitStack() as stack:
+        clusters = {
+            shards: stack.enter_context(open_cluster(MODULES, shards=shards, state="memory"))
+            for shards in measured
+        }
+        for shards, cluster in clusters.items():
+            progress(f"{NAME}: {shards} shard(s): filling {len(sessions)} sessions")
+            _fill(cluster, sessions, sizes)
+            _rate(cluster.call, searches[: len(sessions)], sizes.cluster_callers)  # warm
         for number in range(sizes.rounds):
-            progress(f"{NAME}: {shards} shard(s): round {number + 1}")
-            heavy.append(_rate(cluster.call, searches, sizes.cluster_callers))
-            light.append(_rate(cluster.call, listings, 1))
-    return heavy, light
+            progress(f"{NAME}: 1 and 2 shards: round {number + 1}")
+            for shards, cluster in clusters.items():
+                heavy, light = measured[shards]
+                heavy.append(_rate(cluster.call, searches, sizes.cluster_callers))
+                light.append(_rate(cluster.call, listings, 1))
+    return measured
 
 
 def _goal(session: str) -> dict[str, Any]:
@@ -179,6 +216,34 @@ def _measure_handover(sizes: Sizes, progress: Progress) -> dict[str, list[float]
                 # Every session live again, for the next round to hand over as many.
                 _rate(cluster.call, [_listing(s) for s in sessions], sizes.cluster_callers)
     return measured
+
+
+async def _writes_per_second(url: str, sizes: Sizes) -> list[float]:
+    """Acknowledged durable writes/s on the store `url`, in process, one round each.
+
+    ``durable_callers`` callers append goals to ``durable_keys`` sessions: every
+    call is one versioned write. What one store takes from every shard together
+    bounds a cluster (the model in the README).
+    """
+    from actors.store import open_store
+
+    sessions = _sessions(sizes.durable_keys)
+    calls = [_goal(sessions[n % len(sessions)]) for n in range(sizes.durable_light_calls)]
+    rates = []
+    async with open_store(url) as store, open_runtime([planning], store=store) as runtime:
+        for _ in range(sizes.rounds):
+            began = time.perf_counter()
+            async with trio.open_nursery() as nursery:
+                for lane in range(sizes.durable_callers):
+                    nursery.start_soon(_call_all, runtime, calls[lane :: sizes.durable_callers])
+            rates.append(len(calls) / (time.perf_counter() - began))
+    return rates
+
+
+async def _call_all(runtime: Runtime, calls: list[dict[str, Any]]) -> None:
+    for call in calls:
+        result = await runtime.call(call)
+        assert not result.is_error, result.first_text
 
 
 async def _in_process(sizes: Sizes) -> list[float]:
@@ -234,27 +299,53 @@ def run_cluster(sizes: Sizes, progress: Progress) -> ScenarioResult:
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        per_shards = {shards: _measure_shards(shards, sizes, progress) for shards in (1, 2)}
+        per_shards = _measure_shards(sizes, progress)
         handover = _measure_handover(sizes, progress)
     finally:
         ray.shutdown()
     local = trio.run(_in_process, sizes)
+    writes = _store_rates(sizes, progress)
     notes = (
         f"local Ray, num_cpus=2; shards over the memory store; {sizes.cluster_documents} "
         "documents of 32 KB per session; callers are threads of this process calling "
         "Cluster.call (ray.get)",
         f"handover: {sizes.cluster_handover_sessions} live planning sessions on 2 shards over "
         "one SQLite file; per round a third shard is added, then removed; calls one at a time",
+        f"store writes: in process, {sizes.durable_callers} callers on {sizes.durable_keys} "
+        f"sessions; PostgreSQL when {POSTGRES_VARIABLE} names a database to use "
+        f"({'measured' if POSTGRES in writes else 'not set: skipped'})",
     )
-    figures = [*_figures(per_shards, local, sizes), *_handover_figures(handover, sizes)]
+    where = f"{sizes.durable_callers} callers, in process"
+    figures = [
+        *_figures(per_shards, local, sizes),
+        *_handover_figures(handover, sizes),
+        *(
+            figure(NAME, f"store: acknowledged writes/s, {store}, {where}", Stats.of(rates), "/s")
+            for store, rates in writes.items()
+        ),
+    ]
     return ScenarioResult(NAME, tuple(figures), notes)
+
+
+def _store_rates(sizes: Sizes, progress: Progress) -> dict[str, list[float]]:
+    """Writes/s on SQLite, and on PostgreSQL when the environment names a database."""
+    rates = {}
+    with tempfile.TemporaryDirectory(prefix="mcp-actors-store-") as directory:
+        progress(f"{NAME}: store writes: SQLite")
+        url = f"sqlite:///{Path(directory) / 'state.db'}"
+        rates["SQLite"] = trio.run(_writes_per_second, url, sizes)
+    postgres = os.environ.get(POSTGRES_VARIABLE)
+    if postgres:
+        progress(f"{NAME}: store writes: PostgreSQL")
+        rates[POSTGRES] = trio.run(_writes_per_second, postgres, sizes)
+    return rates
 
 
 def _handover_figures(measured: dict[str, list[float]], sizes: Sizes) -> list[Figure]:
     live = f"{sizes.cluster_handover_sessions} live sessions"
     ms = {name: Stats.of([v * 1e3 for v in measured[name]]) for name in measured}
     return [
-        figure(NAME, f"handover: add a 3rd shard, {live}", ms["add"], "ms"),
+        figure(NAME, f"handover: add a 3rd shard (starts its process), {live}", ms["add"], "ms"),
         figure(NAME, f"handover: remove it again, {live}", ms["remove"], "ms"),
         figure(
             NAME, f"handover: sessions moved by one change, {live}", Stats.of(measured["moved"]), ""

@@ -216,12 +216,12 @@ class RawServer:
             return await self.process.wait()
 
 
-async def _stop(process: trio.Process) -> None:
+async def _stop(process: trio.Process, grace: float = 5.0) -> None:
     """SIGTERM first, so that the server stops the workspace's processes; then SIGKILL."""
     with trio.CancelScope(shield=True):
         if process.returncode is None:
             process.terminate()
-            with trio.move_on_after(5):
+            with trio.move_on_after(grace):
                 await process.wait()
         if process.returncode is None:
             process.kill()
@@ -277,7 +277,8 @@ async def http_server(
             match = await log.wait_for(LISTENING, process, startup)
             yield HttpServer(process, log, match.group(1))
         finally:
-            await _stop(process)
+            # A cluster stops its shards and its Ray instance: SIGKILL would leave Ray's agents.
+            await _stop(process, grace=startup)
 
 
 @asynccontextmanager

@@ -229,10 +229,12 @@ class TestCluster:
         hop = found["the Ray hop per call (through a shard - in process), 1 caller"]
         assert math.isfinite(hop.value)
         live = f"{tiny.cluster_handover_sessions} live sessions"
-        assert found[f"handover: add a 3rd shard, {live}"].value > 0
+        assert found[f"handover: add a 3rd shard (starts its process), {live}"].value > 0
         assert found[f"handover: remove it again, {live}"].value > 0
         assert found[f"handover: sessions moved by one change, {live}"].value > 0
         assert found["handover: first call of a moved session (loads its state)"].value > 0
+        in_process = f"{tiny.durable_callers} callers, in process"
+        assert found[f"store: acknowledged writes/s, SQLite, {in_process}"].value > 0
 
 
 def durable_figures(report: Report, *, peer: bool = False) -> dict[str, Figure]:

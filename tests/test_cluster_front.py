@@ -10,12 +10,11 @@ Ray instance with them.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import signal
 import subprocess
 import uuid
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx2
 import pytest
@@ -27,11 +26,14 @@ from ._mcp_helpers import (
     CLUSTER,
     CLUSTER_STARTUP_TIMEOUT,
     http_server,
-    pid_alive,
     service_of,
     texts,
 )
 from ._postgres import fresh_postgres_url_fixture, postgres_server_fixture  # noqa: F401  (fixtures)
+from ._processes import descendants, left_after, name_of
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytest.importorskip("ray")
 
@@ -43,21 +45,6 @@ ALPHA, GATEWAY = "Zq9#xK2pLw7Vn4Rt3sYbT0uQ", "hB1vR8mC4nW6eK2jL9pX5tZ0"
 SESSIONS = [f"conversation-{n}" for n in range(8)]
 ON_RAY = re.compile(r"cluster '[^']+' on Ray at (\S+): shard-0, shard-1")
 LOCAL = ("--http", "127.0.0.1:0", "--state", "sqlite:////tmp/never.db")
-
-
-def descendants(pid: int) -> set[int]:
-    """The processes `pid` started, and theirs, now (read from /proc)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            # "pid (comm) state ppid ...": comm may hold spaces, so split after its ')'.
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            parents[int(stat.parent.name)] = int(fields[1])
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
 
 
 async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
@@ -72,6 +59,7 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
         *args, "--tokens-file", str(tokens), command=CLUSTER, startup=CLUSTER_STARTUP_TIMEOUT
     ) as server:
         ray_processes = descendants(server.process.pid)  # Ray's own: GCS, raylet, workers
+        assert {"raylet", "gcs_server"} <= {name_of(pid) for pid, _ in ray_processes}
         async with server.session(GATEWAY) as gateway, server.session(ALPHA) as alpha:
             for session in SESSIONS:
                 meta = {"sessionId": session}
@@ -137,8 +125,7 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
     assert "outcome=outside_tenant" in log
     assert "SIGTERM received: shutting down" in log
     assert "Traceback" not in log
-    assert ray_processes
-    left = {pid for pid in ray_processes if pid_alive(pid)}
+    left = left_after(ray_processes, 10)  # the command stopped its Ray: its daemons may lag
     assert not left, f"the local Ray instance outlived the command: {left}"
 
 

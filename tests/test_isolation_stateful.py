@@ -112,6 +112,8 @@ _SCOPES: Final = {
     "session_log": Scope.SESSION,
 }
 MODULES: Final = [_log_module(name, scope) for name, scope in _SCOPES.items()]
+# By spec, for the cluster's shards: tests/test_cluster_isolation.py.
+THREAD_LOG, ASSISTANT_LOG, SESSION_LOG = MODULES
 
 # A projected key, as this test computes it: (module, session[, assistant[, thread]]).
 Key = tuple[str | None, ...]

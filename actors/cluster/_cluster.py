@@ -291,19 +291,22 @@ class Cluster:
         return pid
 
     def _on_every(self, method: str, *args: Any, shards: Iterable[str] | None = None) -> Any:
-        """`method` on every shard (or `shards`), by name; waits out a restarting one."""
-        names = tuple(self._membership.shards if shards is None else shards)
+        """`method` on every shard (or `shards`) at once, by name; waits out a restarting one."""
+        waiting = set(self._membership.shards if shards is None else shards)
         replies = {}
-        for shard in names:
-            deadline = time.monotonic() + _RETRY_FOR
-            while True:
+        deadline = time.monotonic() + _RETRY_FOR
+        while waiting:
+            sent = {shard: getattr(self._handle(shard), method).remote(*args) for shard in waiting}
+            for shard, ref in sent.items():
                 try:
-                    replies[shard] = ray.get(getattr(self._handle(shard), method).remote(*args))
-                    break
+                    replies[shard] = ray.get(ref)
                 except _SHARD_LOST:
                     if time.monotonic() > deadline:
                         raise
-                    time.sleep(0.1)  # Ray is restarting it
+                else:
+                    waiting.discard(shard)
+            if waiting:
+                time.sleep(0.1)  # Ray is restarting them
         return replies
 
     # ---- membership --------------------------------------------------------------
@@ -456,6 +459,9 @@ def open_cluster(
     }
     cluster = Cluster(name, registry, config, directory, membership, handles)
     try:
+        # Every shard up, its store reached, before the first call: a bad state URL or a
+        # module that does not import in a shard's process fails here, with its cause.
+        cluster._on_every("ready")
         yield cluster
     finally:
         for shard in cluster.shards:  # the shards now, after any change of membership

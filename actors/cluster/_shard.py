@@ -226,6 +226,10 @@ class ShardHost:
                 self._pending = None
             self._changed.notify_all()
 
+    async def ready(self) -> None:
+        """Return once the shard's runtime is open (its store reached) and it can serve."""
+        await self._opened()
+
     async def statistics(self) -> RuntimeStatistics:
         """The shard's runtime counters (`Runtime.statistics`)."""
         return (await self._opened()).statistics()

@@ -1,0 +1,65 @@
+"""Processes a test started, read from /proc: to check that none outlives its test."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+__all__ = ["Process", "descendants", "left_after", "name_of", "still_running"]
+
+# A process by pid and start time (field 22 of /proc/PID/stat), so a reused pid is not it.
+Process = tuple[int, str]
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name, or None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def descendants(root: int) -> set[Process]:
+    """Every process below `root` now: the local Ray's daemons and workers, the shards."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        fields = _stat(int(entry)) if entry.isdigit() else None
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found: set[Process] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            fields = _stat(child)
+            if fields is not None:
+                found.add((child, fields[19]))
+                todo.append(child)
+    return found
+
+
+def name_of(pid: int) -> str:
+    """A process's command name (its first 15 characters), or "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def still_running(processes: set[Process]) -> set[Process]:
+    """Those of `processes` still running (a zombie has exited: it is only unreaped)."""
+    running = set()
+    for pid, start in processes:
+        fields = _stat(pid)
+        if fields is not None and fields[19] == start and fields[0] != "Z":
+            running.add((pid, start))
+    return running
+
+
+def left_after(processes: set[Process], seconds: float) -> list[int]:
+    """The pids of `processes` still running after up to `seconds` (they may take a moment)."""
+    deadline = time.monotonic() + seconds
+    while still_running(processes) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return sorted(pid for pid, _ in still_running(processes))
