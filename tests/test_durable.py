@@ -25,9 +25,11 @@ from actors import (
     ActorCrashedError,
     CallTimeoutError,
     Durable,
+    Observer,
     Runtime,
     RuntimeConfig,
     SessionEndingError,
+    StopReason,
     ToolError,
     ToolModule,
     open_runtime,
@@ -561,6 +563,34 @@ class TestEndSession:
             assert (await call(runtime, "planning__list_goals")).first_text == "No goals yet."
             assert await show(runtime, "s2") == ["s2 value"]
             assert ActorKey("box", ToolContext("s2")) in liveness.live
+
+
+class TestHandOver:
+    async def test_the_sessions_picked_stop_after_their_calls_and_their_state_stays(
+        self,
+    ) -> None:
+        """What a shard does when sessions move: stop them, keep what the store holds."""
+        store = MemoryStore()
+        stops: list[tuple[ActorKey, StopReason]] = []
+
+        class Stops(Observer):
+            def actor_stopped(self, key: ActorKey, reason: StopReason) -> None:
+                stops.append((key, reason))
+
+        modules = [tally_module(), planning]
+        async with open_runtime(modules, store=store, observer=Stops()) as runtime:
+            for session in ("leaving", "staying"):
+                await add(runtime, f"{session} value", session)
+                await call(runtime, "planning__create_goal", session, goal="g")
+            stopped = await runtime.hand_over(lambda session: session == "leaving")
+            live = {a.key.context.session_id for a in runtime.actors()}
+            handed = sorted(k.module for k, r in stops if r is StopReason.HANDED_OVER)
+            assert await stored_values(store, "leaving") == ["leaving value"]  # kept
+            assert await show(runtime, "leaving") == ["leaving value"]  # and loaded again
+        assert stopped == 2
+        assert live == {"staying"}
+        assert handed == ["planning", "tally"]
+        assert runtime.statistics().started == 5  # the leaving tally started again
 
 
 class TestRetention:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol import shard_for
+from protocol import Membership, shard_for
 
 SESSIONS = [f"tenant-{n % 7}/conversation-{n}" for n in range(20_000)]
 FOUR = ["shard-0", "shard-1", "shard-2", "shard-3"]
@@ -68,3 +68,27 @@ def test_placement_is_the_same_in_every_process() -> None:
 def test_bad_shard_lists_are_refused(shards: list[str], problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         shard_for("s", shards)
+
+
+class TestMembership:
+    def test_owners_and_moves_follow_shard_for(self) -> None:
+        now = Membership(3, tuple(FOUR))
+        later = now.successor([*FOUR, "shard-4"])
+        assert later.epoch == 4
+        for session in SESSIONS[:500]:
+            assert now.owner(session) == shard_for(session, FOUR)
+            assert now.moves(session, later) == (later.owner(session) == "shard-4")
+
+    @pytest.mark.parametrize(
+        ("epoch", "shards", "problem"),
+        [
+            (0, (), "no shards"),
+            (0, ("a", "a"), "'a' more than once"),
+            (-1, ("a",), "'epoch' must be >= 0"),
+        ],
+    )
+    def test_a_bad_membership_is_refused(
+        self, epoch: int, shards: tuple[str, ...], problem: str
+    ) -> None:
+        with pytest.raises(ValueError, match=problem):
+            Membership(epoch, shards)
