@@ -281,6 +281,18 @@ async def http_server(
             await _stop(process, grace=startup)
 
 
+async def anonymous_and_foreign(url: str, token: str) -> tuple[httpx2.Response, httpx2.Response]:
+    """What `url` answers a POST without a token, and one with `token` from a foreign Origin."""
+    async with httpx2.AsyncClient() as http:
+        anonymous = await http.post(url, json={})
+        foreign = await http.post(
+            url,
+            json={},
+            headers={"Authorization": f"Bearer {token}", "Origin": "http://evil.example"},
+        )
+    return anonymous, foreign
+
+
 @asynccontextmanager
 async def asgi_lifespan(app: Any) -> AsyncIterator[None]:
     """Run the ASGI lifespan protocol around the block (it starts the SDK's session manager)."""

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
@@ -327,24 +327,32 @@ class ForgetfulPeer:
         return False, f"Goals ({self.kept}):"
 
 
+@pytest.mark.parametrize(
+    ("peer", "run", "scenario"),
+    [
+        (fastmcp_peer, fastmcp_peer.run_fastmcp_peer, "durable"),
+        (mcp_peer, mcp_peer.run_mcp_peer, "mcp"),
+    ],
+)
+def test_a_tiny_run_never_installs_fastmcp_and_says_how_to(
+    monkeypatch: pytest.MonkeyPatch, peer: Any, run: Any, scenario: str
+) -> None:
+    """Without FastMCP, a scenario's tiny run skips the peer with a note, no install."""
+
+    def refuse(_progress: object) -> str:
+        raise AssertionError("the tiny run must not install FastMCP")
+
+    monkeypatch.setattr(peer, "find_fastmcp", lambda: None)
+    monkeypatch.setattr(peer, "install_fastmcp", refuse)
+    figures, notes = run(PRESETS["tiny"], lambda _line: None)
+    assert figures == []
+    (note,) = notes
+    assert f"FastMCP {fastmcp_peer.FASTMCP_VERSION} is not installed" in note
+    assert f"python -m benchmarks --only {scenario}" in note
+    assert str(fastmcp_peer.fastmcp_venv()) in note or peer is mcp_peer
+
+
 class TestFastmcpPeer:
-    def test_a_tiny_run_never_installs_it_and_says_how_to(
-        self, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        """Without FastMCP, the tiny run skips the peer with the install command."""
-
-        def refuse(_progress: object) -> str:
-            raise AssertionError("the tiny run must not install FastMCP")
-
-        monkeypatch.setattr(fastmcp_peer, "find_fastmcp", lambda: None)
-        monkeypatch.setattr(fastmcp_peer, "install_fastmcp", refuse)
-        figures, notes = fastmcp_peer.run_fastmcp_peer(PRESETS["tiny"], lambda _line: None)
-        assert figures == []
-        (note,) = notes
-        assert f"FastMCP {fastmcp_peer.FASTMCP_VERSION} is not installed" in note
-        assert "python -m benchmarks --only durable" in note
-        assert str(fastmcp_peer.fastmcp_venv()) in note
-
     def test_a_failed_install_skips_the_peer_and_says_why(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -438,22 +446,6 @@ class Stop(Exception):
 
 
 class TestMcpPeer:
-    def test_a_tiny_run_never_installs_it_and_says_how_to(
-        self, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        """Without FastMCP, the mcp scenario's tiny run skips the peer with a note, no install."""
-
-        def refuse(_progress: object) -> str:
-            raise AssertionError("the tiny run must not install FastMCP")
-
-        monkeypatch.setattr(mcp_peer, "find_fastmcp", lambda: None)
-        monkeypatch.setattr(mcp_peer, "install_fastmcp", refuse)
-        figures, notes = mcp_peer.run_mcp_peer(PRESETS["tiny"], lambda _line: None)
-        assert figures == []
-        (note,) = notes
-        assert f"FastMCP {fastmcp_peer.FASTMCP_VERSION} is not installed" in note
-        assert "python -m benchmarks --only mcp" in note
-
     @pytest.mark.parametrize("server", HTTP_SERVERS)
     async def test_over_http_both_keep_a_plan_per_session(
         self, server: str, tmp_path: Path

@@ -16,7 +16,6 @@ import subprocess
 import uuid
 from typing import TYPE_CHECKING
 
-import httpx2
 import pytest
 import trio
 
@@ -25,6 +24,7 @@ from protocol import shard_for
 from ._mcp_helpers import (
     CLUSTER,
     CLUSTER_STARTUP_TIMEOUT,
+    anonymous_and_foreign,
     http_server,
     service_of,
     texts,
@@ -96,13 +96,7 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
             ) as second, second.session(GATEWAY) as other:  # fmt: skip
                 seen = texts(await other.call_tool("planning__list_goals", {}, meta=third))
             after_second = texts(await gateway.call_tool("planning__list_goals", {}, meta=third))
-            async with httpx2.AsyncClient() as http:
-                anonymous = await http.post(server.url, json={})
-                foreign = await http.post(
-                    server.url,
-                    json={},
-                    headers={"Authorization": f"Bearer {GATEWAY}", "Origin": "http://evil.example"},
-                )
+            anonymous, foreign = await anonymous_and_foreign(server.url, GATEWAY)
             server.process.send_signal(signal.SIGTERM)
             with trio.fail_after(60):
                 code = await server.process.wait()

@@ -11,11 +11,10 @@ from __future__ import annotations
 import signal
 from typing import TYPE_CHECKING
 
-import httpx2
 import pytest
 import trio
 
-from ._mcp_helpers import SERVE, http_server, service_of, texts
+from ._mcp_helpers import SERVE, anonymous_and_foreign, http_server, service_of, texts
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -49,13 +48,7 @@ async def test_a_server_with_a_tokens_file_serves_refuses_and_stops_on_sigterm(
             created = await alpha.call_tool("planning__create_goal", {"goal": "Ship"}, meta=meta)
             mine = await alpha.call_tool("planning__list_goals", {}, meta=meta)
             theirs = await alpha.call_tool("planning__list_goals", {"__sessionId": "beta/s"})
-            async with httpx2.AsyncClient() as http:
-                anonymous = await http.post(server.url, json={})
-                foreign = await http.post(
-                    server.url,
-                    json={},
-                    headers={"Authorization": f"Bearer {GATEWAY}", "Origin": "http://evil.example"},
-                )
+            anonymous, foreign = await anonymous_and_foreign(server.url, GATEWAY)
             server.process.send_signal(signal.SIGTERM)
             with trio.fail_after(15):
                 code = await server.process.wait()
