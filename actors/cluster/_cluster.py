@@ -14,17 +14,19 @@ longer owns a session answers `Moved`; the router then reads the directory
 and sends the call again, to the new owner.
 
 One routing procedure serves the synchronous `Cluster.call` and the async
-`Cluster.run` (the MCP front end): a generator that yields each Ray call to
-make and is sent its reply, driven by `ray.get` or by the event loop.
+`Cluster.run` (the MCP front end): a coroutine given how to wait for a Ray
+call, awaiting it on the event loop or blocking on `ray.get`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast, final
 
 import ray
@@ -49,7 +51,7 @@ from ..server._options import load_module
 from ._shard import Moved, WireCall, shard_class
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 
     from protocol import Caller, ServiceInfo
 
@@ -73,6 +75,7 @@ _SHARD_LOST: Final = (ActorDiedError, ActorUnavailableError, RayActorError)
 _MAX_ROUTES: Final = 8  # reroutes of one call before the caller is told to retry
 _RETRY_FOR: Final = 60.0  # seconds a handover step waits for a restarting shard
 T = TypeVar("T")
+_Wait = Callable[[Any], Awaitable[Any]]
 
 
 class ShardLostError(RuntimeCallError):
@@ -211,7 +214,7 @@ class Cluster:
         """
         try:
             call = prepare_call(self._registry, params, self._policy, caller)
-            return _drive(self._called(call))
+            return _blocking(self._called(call, _got))
         except UnknownToolError:
             raise
         except RuntimeCallError as error:
@@ -226,28 +229,33 @@ class Cluster:
         Raises ShardLostError for a shard lost during the call.
         """
         del progress
-        return await _drive_async(self._called(call))
+        return await self._called(call, _resolved)
 
     async def end_session(self, session_id: str) -> int:
         """`Runtime.end_session` on the session's shard: how many stored keys it deleted."""
-        count: int = await _drive_async(
-            self._routed(session_id, lambda shard: shard.end_session.remote(session_id))
+        count: int = await self._routed(
+            session_id, lambda shard: shard.end_session.remote(session_id), _resolved
         )
         return count
 
-    def _called(self, call: PreparedCall) -> Generator[Any, Any, CallResult]:
-        wire = WireCall.of(call)
-        reply = yield from self._routed(call.context.session_id, lambda s: s.call.remote(wire))
+    async def _called(self, call: PreparedCall, wait: _Wait) -> CallResult:
+        send = functools.partial(_call_on, WireCall.of(call))
+        reply = await self._routed(call.context.session_id, send, wait)
         return _from_wire(reply, call.tool.service)
 
-    def _routed(self, session: str, send: Callable[[Any], Any]) -> Generator[Any, Any, Any]:
-        """Send to `session`'s shard, rerouting after a change of membership; the reply."""
+    async def _routed(self, session: str, send: Callable[[Any], Any], wait: _Wait) -> Any:
+        """`send` to `session`'s shard, rerouting after a change of membership; the reply.
+
+        `wait` turns a Ray object ref into its value: awaited on the event loop
+        (`_resolved`), or with `ray.get` for a synchronous caller (`_got`, run
+        by `_blocking`), so one procedure serves both.
+        """
         for _ in range(_MAX_ROUTES):
             shard = self._membership.owner(session)
             try:
-                reply = yield send(self._handle(shard))
+                reply = await wait(send(self._handle(shard)))
             except _SHARD_LOST as lost:
-                yield from self._refresh()
+                await self._refresh(wait)
                 if shard not in self._membership.shards:
                     continue  # removed meanwhile: it answered nothing it had not handed over
                 msg = (
@@ -257,12 +265,12 @@ class Cluster:
                 raise ShardLostError(msg) from lost
             if not isinstance(reply, Moved):
                 return reply
-            yield from self._refresh()
+            await self._refresh(wait)
         msg = f"the cluster's membership changed {_MAX_ROUTES} times during the call; retry"
         raise ShardLostError(msg)
 
-    def _refresh(self) -> Generator[Any, Any, None]:
-        committed, _ = yield self._directory.memberships.remote()
+    async def _refresh(self, wait: _Wait) -> None:
+        committed, _ = await wait(self._directory.memberships.remote())
         if committed.epoch > self._membership.epoch:
             self._membership = committed
 
@@ -356,34 +364,27 @@ def _from_wire(wire: Mapping[str, Any], service: ServiceInfo) -> CallResult:
     return CallResult(items, wire.get("structuredContent"), bool(wire["isError"]))
 
 
-def _drive(steps: Generator[Any, Any, T]) -> T:
-    """Run a routing procedure, waiting for each Ray call with `ray.get`."""
-    reply: Any = None
-    lost: BaseException | None = None
-    while True:
-        try:
-            ref = steps.send(reply) if lost is None else steps.throw(lost)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        try:
-            reply, lost = ray.get(ref), None
-        except _SHARD_LOST as error:
-            reply, lost = None, error
+def _call_on(wire: WireCall, shard: Any) -> Any:
+    return shard.call.remote(wire)
 
 
-async def _drive_async(steps: Generator[Any, Any, T]) -> T:
-    """Run a routing procedure, awaiting each Ray call on the running trio or asyncio loop."""
-    reply: Any = None
-    lost: BaseException | None = None
-    while True:
-        try:
-            ref = steps.send(reply) if lost is None else steps.throw(lost)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        try:
-            reply, lost = await _resolved(ref), None
-        except _SHARD_LOST as error:
-            reply, lost = None, error
+async def _got(ref: Any) -> Any:
+    """The value of a Ray object ref, blocking the thread: for `_blocking` only."""
+    return ray.get(ref)
+
+
+def _blocking(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a routing procedure whose waits block (`_got`) to its end, in this thread.
+
+    Nothing in it suspends, so one step runs it through: no event loop needed.
+    """
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coroutine.close()
+    msg = "a blocking routing procedure suspended"
+    raise RuntimeError(msg)
 
 
 async def _resolved(ref: Any) -> Any:
