@@ -26,5 +26,7 @@ from ._options import KNOWN_MODULES as KNOWN_MODULES
 from ._options import ConfigurationError as ConfigurationError
 from ._options import ServeOptions as ServeOptions
 from ._options import load_module as load_module
+from ._serve import Backend as Backend
+from ._serve import local_runtime as local_runtime
 from ._serve import run as run
 from ._serve import serve as serve
