@@ -6,6 +6,7 @@ its own cluster on a fresh database.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import signal
@@ -15,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
+import trio
 
-from actors import UnknownToolError
+from actors import UnknownToolError, prepare_call
 from protocol import ProtocolError
 
 from ._postgres import fresh_postgres_url_fixture, postgres_server_fixture  # noqa: F401  (fixtures)
@@ -284,3 +286,18 @@ def test_a_shard_killed_under_load_loses_no_acknowledged_change(fresh_postgres_u
             assert set(acknowledged) <= set(texts), f"{session}: an acknowledged append lost"
             assert set(texts) <= set(acknowledged) | set(uncertain), f"{session}: foreign data"
         assert _fenced(cluster) == 0
+
+
+def test_async_callers_on_trio_and_asyncio_reach_the_same_shards(fresh_postgres_url: str) -> None:
+    """`Cluster.run` and `end_session` await Ray's replies on either loop, no thread per call."""
+    with open_cluster(PLANNING, shards=2, state=fresh_postgres_url) as cluster:
+
+        async def create_then_end(session: str) -> tuple[str, int]:
+            prepared = prepare_call(cluster.registry, goal(session, "awaited"))
+            created = await cluster.run(prepared)
+            return created.first_text, await cluster.end_session(session)
+
+        on_trio = trio.run(create_then_end, "on-trio")
+        on_asyncio = asyncio.run(create_then_end("on-asyncio"))
+        on_trio_again = trio.run(create_then_end, "on-trio")
+    assert on_trio == on_asyncio == on_trio_again == ("Created goal g1: awaited", 1)
