@@ -25,7 +25,10 @@ from ._postgres import fresh_postgres_url_fixture, postgres_server_fixture  # no
 
 ray = pytest.importorskip("ray")
 
-from actors.cluster import open_cluster  # noqa: E402  (needs ray)
+from ray.exceptions import GetTimeoutError, RayActorError  # noqa: E402
+
+from actors.cluster import NAMESPACE, open_cluster  # noqa: E402  (needs ray)
+from actors.cluster import _cluster as cluster_module  # noqa: E402
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -301,3 +304,42 @@ def test_async_callers_on_trio_and_asyncio_reach_the_same_shards(fresh_postgres_
         on_asyncio = asyncio.run(create_then_end("on-asyncio"))
         on_trio_again = trio.run(create_then_end, "on-trio")
     assert on_trio == on_asyncio == on_trio_again == ("Created goal g1: awaited", 1)
+
+
+def test_a_handover_that_fails_is_called_off(
+    fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard gone for good fails the prepare: every shard goes on as before, nothing held."""
+    monkeypatch.setattr(cluster_module, "_RETRY_FOR", 1.0)  # give up on the dead shard soon
+    with open_cluster(PLANNING, shards=2, state=fresh_postgres_url) as cluster:
+        mine = [s for s in SESSIONS if cluster.shard_of(s) == "shard-0"]
+        for session in mine:
+            assert not cluster.call(goal(session, "before")).is_error
+        dead = ray.get_actor(f"{cluster.name}/shard-1", namespace=NAMESPACE)
+        ray.kill(dead, no_restart=True)
+        with pytest.raises(RayActorError):
+            cluster.add_shard()
+        assert cluster.membership.epoch == 0
+        for session in mine:  # served, not held for a handover that will never come
+            assert "- g2: after" in goals_after(cluster, session)
+        with pytest.raises(RayActorError):  # refused by the dead shard, not "under way"
+            cluster.add_shard()
+        assert not _named(cluster, "shard-2")  # the shard it started is stopped
+
+
+def goals_after(cluster: Cluster, session: str) -> str:
+    assert not cluster.call(goal(session, "after")).is_error
+    return goals(cluster, session)
+
+
+def _named(cluster: Cluster, shard: str) -> bool:
+    """Whether Ray still has a live actor of that name (a killed one may linger briefly)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            handle = ray.get_actor(f"{cluster.name}/{shard}", namespace=NAMESPACE)
+            ray.get(handle.pid.remote(), timeout=1)
+        except (ValueError, RayActorError, GetTimeoutError):
+            return False
+        time.sleep(0.1)
+    return True

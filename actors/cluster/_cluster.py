@@ -133,6 +133,11 @@ class Directory:
             raise MembershipError(msg)
         self._pending = pending
 
+    def call_off(self, epoch: int) -> None:
+        """Forget the handover to `epoch`, if it is the one under way."""
+        if self._pending is not None and self._pending.epoch == epoch:
+            self._pending = None
+
     def commit(self) -> Membership:
         """End the handover: the pending membership is the committed one."""
         if self._pending is None:
@@ -322,7 +327,7 @@ class Cluster:
     def add_shard(self) -> str:
         """Start one more shard and hand it its sessions; its name."""
         name: str = ray.get(self._directory.new_shard_name.remote())
-        self._change((*self._membership.shards, name))
+        self._change(lambda shards: (*shards, name))
         return name
 
     def remove_shard(self, shard: str) -> None:
@@ -330,30 +335,53 @@ class Cluster:
 
         Raises ValueError for a shard not in the cluster or the last one.
         """
-        if shard not in self._membership.shards:
-            msg = f"no shard {shard!r} in the cluster (shards: {', '.join(self.shards)})"
-            raise ValueError(msg)
-        if len(self._membership.shards) == 1:
-            msg = "cannot remove the last shard"
-            raise ValueError(msg)
-        self._change(tuple(s for s in self._membership.shards if s != shard))
 
-    def _change(self, shards: tuple[str, ...]) -> None:
-        """A handover to `shards`: prepare every shard, publish, commit, stop the removed."""
-        ray.get(self._directory.memberships.remote())  # fail here, before anything changes
-        old = self._membership
-        new = old.successor(shards)
+        def without(shards: tuple[str, ...]) -> tuple[str, ...]:
+            if shard not in shards:
+                msg = f"no shard {shard!r} in the cluster (shards: {', '.join(shards)})"
+                raise ValueError(msg)
+            if len(shards) == 1:
+                msg = "cannot remove the last shard"
+                raise ValueError(msg)
+            return tuple(s for s in shards if s != shard)
+
+        self._change(without)
+
+    def _change(self, change: Callable[[tuple[str, ...]], tuple[str, ...]]) -> None:
+        """A handover to the shards `change` makes of today's: prepare, publish, commit.
+
+        If a step fails before the publication, the handover is called off:
+        every shard goes on with the old membership (the sessions it stopped
+        load again on their next call), and the error is raised.
+        """
+        old, _ = ray.get(self._directory.memberships.remote())
+        new = old.successor(change(old.shards))
         ray.get(self._directory.begin.remote(new))
-        description = ray.get(self._directory.description.remote())
-        for shard in set(new.shards) - set(old.shards):
-            self._handles[shard] = _start_shard(self._name, shard, *description)
         involved = set(old.shards) | set(new.shards)
-        self._on_every("prepare", new, shards=involved)
+        try:
+            description = ray.get(self._directory.description.remote())
+            for shard in set(new.shards) - set(old.shards):
+                self._handles[shard] = _start_shard(self._name, shard, *description)
+            self._on_every("prepare", new, shards=involved)
+        except BaseException:
+            self._call_off(new.epoch, involved, started=involved - set(old.shards))
+            raise
         ray.get(self._directory.commit.remote())
         self._membership = new
         self._on_every("commit", new, shards=involved)
         for shard in set(old.shards) - set(new.shards):
             _stop(self._handles.pop(shard))
+
+    def _call_off(self, epoch: int, involved: set[str], *, started: set[str]) -> None:
+        """Undo a handover that failed before its publication, as far as can be."""
+        ray.get(self._directory.call_off.remote(epoch))
+        for shard in involved:
+            # A shard that is gone has nothing to undo (ValueError: no actor by that name).
+            with contextlib.suppress(ValueError, *_SHARD_LOST):
+                ray.get(self._handle(shard).call_off.remote(epoch))
+        for shard in started:
+            if shard in self._handles:
+                _stop(self._handles.pop(shard))
 
 
 def _from_wire(wire: Mapping[str, Any], service: ServiceInfo) -> CallResult:

@@ -11,7 +11,8 @@ steps from the cluster's controller:
   state is only in the store. Every shard acknowledges before the next one
   is published.
 * `commit`: the next membership becomes the shard's; the waiting calls go on,
-  to be served or answered `Moved`.
+  to be served or answered `Moved`. Or `call_off`, when a step failed before
+  the next membership was published: the shard goes on with the one it had.
 
 So a new owner loads a session only after its old owner stopped it; the
 store's versioned writes still refuse a stale owner's write whatever goes
@@ -223,6 +224,14 @@ class ShardHost:
             if membership.epoch > self._committed.epoch:
                 self._committed = membership
             if self._pending is not None and self._pending.epoch <= membership.epoch:
+                self._pending = None
+            self._changed.notify_all()
+
+    async def call_off(self, epoch: int) -> None:
+        """The handover to `epoch` failed: go on with the committed membership."""
+        await self._opened()
+        async with self._changed:
+            if self._pending is not None and self._pending.epoch == epoch:
                 self._pending = None
             self._changed.notify_all()
 
