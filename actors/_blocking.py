@@ -28,12 +28,17 @@ from .store import open_store
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+    from contextlib import AbstractAsyncContextManager
 
     from protocol import Caller, CallResult
 
     from ._module import ToolModule
+    from ._observe import Observer
     from ._registry import Registry
     from ._runtime import ActorInfo, Runtime, RuntimeConfig, RuntimeStatistics
+
+    # How a host opens its runtime on the trio side: `open_hosted_runtime`, arguments bound.
+    Opening = Callable[[], AbstractAsyncContextManager[Runtime]]
 
 __all__ = ["BlockingRuntime", "open_blocking_runtime", "open_hosted_runtime", "raise_run_error"]
 
@@ -42,7 +47,10 @@ T = TypeVar("T")
 
 @asynccontextmanager
 async def open_hosted_runtime(
-    modules: Iterable[ToolModule[Any]], config: RuntimeConfig | None, state: str | None
+    modules: Iterable[ToolModule[Any]],
+    config: RuntimeConfig | None,
+    state: str | None,
+    observer: Observer | None = None,
 ) -> AsyncIterator[Runtime]:
     """`open_runtime` over the store that `state` names (`open_store`), if any.
 
@@ -51,7 +59,8 @@ async def open_hosted_runtime(
     """
     async with contextlib.AsyncExitStack() as stack:
         store = None if state is None else await stack.enter_async_context(open_store(state))
-        yield await stack.enter_async_context(open_runtime(modules, config, store=store))
+        opening = open_runtime(modules, config, store=store, observer=observer)
+        yield await stack.enter_async_context(opening)
 
 
 def raise_run_error(result: outcome.Outcome[None]) -> None:
@@ -72,17 +81,13 @@ class _Host:
     result: outcome.Outcome[None] | None = None
     thread: threading.Thread | None = None  # the trio thread
 
-    def run(
-        self, modules: Iterable[ToolModule[Any]], config: RuntimeConfig | None, state: str | None
-    ) -> None:
+    def run(self, opening: Opening) -> None:
         self.thread = threading.current_thread()
-        self.result = outcome.capture(trio.run, self._main, modules, config, state)
+        self.result = outcome.capture(trio.run, self._main, opening)
         self.opened.set()  # wakes the opener if the run ended before opening
 
-    async def _main(
-        self, modules: Iterable[ToolModule[Any]], config: RuntimeConfig | None, state: str | None
-    ) -> None:
-        async with open_hosted_runtime(modules, config, state) as runtime:
+    async def _main(self, opening: Opening) -> None:
+        async with opening() as runtime:
             self.runtime = runtime
             self.token = trio.lowlevel.current_trio_token()
             self.opened.set()
@@ -182,12 +187,14 @@ def open_blocking_runtime(
     config: RuntimeConfig | None = None,
     *,
     state: str | None = None,
+    observer: Observer | None = None,
 ) -> Iterator[BlockingRuntime]:
     """Run a runtime serving `modules` in a trio thread for the length of the block.
 
     `state` is a store URL for durable modules (`actors.store.open_store`:
     ``memory``, ``sqlite:///state.db``, ``postgresql://…``). An error opening
-    it (ValueError, StoreError) is raised here, in the caller's thread. On
+    it (ValueError, StoreError) is raised here, in the caller's thread.
+    `observer` is told what the runtime does, as `open_runtime`'s is. On
     exit the runtime stops as `open_runtime`'s block does (accepted calls
     finish within ``shutdown_grace``, every ``on_stop`` runs) and the thread
     is joined.
@@ -195,9 +202,8 @@ def open_blocking_runtime(
     host = _Host()
     # A daemon thread, so that an interpreter exiting without leaving the block
     # (a second Ctrl-C during startup) is not held forever by a run waiting to stop.
-    thread = threading.Thread(
-        target=host.run, args=(modules, config, state), name="actors runtime", daemon=True
-    )
+    opening = functools.partial(open_hosted_runtime, modules, config, state, observer)
+    thread = threading.Thread(target=host.run, args=(opening,), name="actors runtime", daemon=True)
     thread.start()
     try:
         host.opened.wait()

@@ -81,7 +81,9 @@ if TYPE_CHECKING:
 
     from protocol import Caller, CallResult
 
+    from ._blocking import Opening
     from ._module import ToolModule
+    from ._observe import Observer
     from ._prepare import PreparedCall, Route
     from ._progress import ProgressReport
     from ._registry import Registry
@@ -125,9 +127,7 @@ class _Guest:
     closed: str | None = None  # why calls are refused, once they are
 
     @classmethod
-    def start(
-        cls, modules: Iterable[ToolModule[Any]], config: RuntimeConfig | None, state: str | None
-    ) -> _Guest:
+    def start(cls, opening: Opening) -> _Guest:
         loop = asyncio.get_running_loop()
         if trio.lowlevel.in_trio_run():
             msg = (
@@ -139,9 +139,7 @@ class _Guest:
         guest = cls(loop, threading.current_thread(), loop.create_future(), loop.create_future())
         trio.lowlevel.start_guest_run(
             guest._main,
-            modules,
-            config,
-            state,
+            opening,
             run_sync_soon_threadsafe=loop.call_soon_threadsafe,
             run_sync_soon_not_threadsafe=loop.call_soon,
             done_callback=guest._done,
@@ -154,11 +152,9 @@ class _Guest:
 
     # ---- the trio side (guest ticks) -----------------------------------------
 
-    async def _main(
-        self, modules: Iterable[ToolModule[Any]], config: RuntimeConfig | None, state: str | None
-    ) -> None:
+    async def _main(self, opening: Opening) -> None:
         async with (
-            open_hosted_runtime(modules, config, state) as runtime,
+            opening() as runtime,
             trio.open_nursery() as calls,
         ):
             self.calls = calls
@@ -448,18 +444,21 @@ async def open_asyncio_runtime(
     config: RuntimeConfig | None = None,
     *,
     state: str | None = None,
+    observer: Observer | None = None,
 ) -> AsyncIterator[AsyncioRuntime]:
     """Run a runtime serving `modules` on the running asyncio loop, for the length of the block.
 
     Trio runs in guest mode on this loop's thread. `state` is a store URL for
     durable modules (`actors.store.open_store`: ``memory``,
     ``sqlite:///state.db``, ``postgresql://…``); an error opening it
-    (ValueError, StoreError) is raised here as itself. On exit, even a
+    (ValueError, StoreError) is raised here as itself. `observer` is told what
+    the runtime does, as `open_runtime`'s is (its methods run on this loop's
+    thread, between asyncio's callbacks). On exit, even a
     cancelled one, the runtime stops as `open_runtime`'s block does before
     the block is left. One per thread: a second one while one is open raises
     RuntimeError (trio allows one run per thread; share the handle).
     """
-    guest = _Guest.start(modules, config, state)
+    guest = _Guest.start(functools.partial(open_hosted_runtime, modules, config, state, observer))
     try:
         runtime = await guest.opened
         if runtime is not None:  # else the run ended while opening: close() raises why

@@ -9,6 +9,7 @@ bounds anything is measured against.
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -18,7 +19,9 @@ import trio
 from actors import (
     ArgumentsError,
     AsyncioRuntime,
+    CallRecord,
     CallTimeoutError,
+    Observer,
     RuntimeClosedError,
     RuntimeConfig,
     ToolError,
@@ -565,7 +568,29 @@ class TestShutdown:
         )
 
 
+class Seen(Observer):
+    """What an observer hears: the tool of each call answered, and the thread it heard it in."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def call_finished(self, record: CallRecord) -> None:
+        self.calls.append((record.tool, threading.current_thread().name))
+
+
 class TestOpening:
+    def test_an_observer_hears_every_call_on_the_loops_thread(self) -> None:
+        seen = Seen()
+
+        async def scenario() -> None:
+            async with open_asyncio_runtime([planning], observer=seen) as runtime:
+                await runtime.call_tool("planning__create_goal", {"goal": "g", **session("s")})
+                await runtime.call_tool("planning__list_goals", session("s"))
+
+        run(scenario)
+        here = threading.current_thread().name
+        assert seen.calls == [("planning__create_goal", here), ("planning__list_goals", here)]
+
     def test_a_second_handle_in_one_thread_is_refused_clearly(self) -> None:
         """Trio allows one run per thread: the second open says to share the handle."""
 

@@ -28,7 +28,15 @@ from actors.modules import planning
 from actors.store import StoreError
 from protocol import ActorKey, ContextError, ToolContext
 
-from .test_asyncio_host import CONTROL, PLANNING_CALLS, Gate, log_module, session, trio_results
+from .test_asyncio_host import (
+    CONTROL,
+    PLANNING_CALLS,
+    Gate,
+    Seen,
+    log_module,
+    session,
+    trio_results,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -167,6 +175,16 @@ class TestShutdown:
 
 
 class TestOpening:
+    def test_an_observer_hears_every_call_in_the_runtimes_thread(self) -> None:
+        seen = Seen()
+        with open_blocking_runtime([planning], observer=seen) as runtime:
+            runtime.call_tool("planning__create_goal", {"goal": "g", **session("s")})
+            runtime.call_tool("planning__list_goals", session("s"))
+        assert seen.calls == [
+            ("planning__create_goal", "actors runtime"),
+            ("planning__list_goals", "actors runtime"),
+        ]
+
     def test_a_bad_store_url_raises_its_own_error_in_the_callers_thread(self) -> None:
         """Startup errors are re-raised here, as themselves."""
         with (
