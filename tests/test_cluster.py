@@ -7,6 +7,7 @@ its own cluster on a fresh database.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import os
 import signal
@@ -343,3 +344,26 @@ def _named(cluster: Cluster, shard: str) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+def test_each_shard_counts_the_calls_it_ran(fresh_postgres_url: str) -> None:
+    """With metrics on, every shard's families say what ran there, and nothing else."""
+    with open_cluster(PLANNING, shards=2, state=fresh_postgres_url, metrics=True) as cluster:
+        for session in SESSIONS:
+            assert not cluster.call(goal(session, "counted")).is_error
+        families = cluster.metric_families()
+        placed = collections.Counter(cluster.shard_of(session) for session in SESSIONS)
+    assert set(families) == {"shard-0", "shard-1"}
+    for shard, shard_families in families.items():
+        (calls,) = [family for family in shard_families if family.name == "mcp_actors_calls"]
+        counted = {
+            sample.labels["tool"]: sample.value
+            for sample in calls.samples
+            if sample.name == "mcp_actors_calls_total"
+        }
+        assert counted == {"planning__create_goal": placed[shard]}
+
+
+def test_without_metrics_shards_report_none(fresh_postgres_url: str) -> None:
+    with open_cluster(PLANNING, shards=1, state=fresh_postgres_url) as cluster:
+        assert cluster.metric_families() == {"shard-0": []}

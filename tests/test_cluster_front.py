@@ -16,8 +16,10 @@ import subprocess
 import uuid
 from typing import TYPE_CHECKING
 
+import httpx2
 import pytest
 import trio
+from prometheus_client.parser import text_string_to_metric_families
 
 from protocol import shard_for
 
@@ -25,6 +27,7 @@ from ._mcp_helpers import (
     CLUSTER,
     CLUSTER_STARTUP_TIMEOUT,
     anonymous_and_foreign,
+    bearer,
     http_server,
     service_of,
     texts,
@@ -55,6 +58,7 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
     assert {shard_for(s, ("shard-0", "shard-1")) for s in SESSIONS} == {"shard-0", "shard-1"}
     name = f"test-{uuid.uuid4().hex[:8]}"  # another cluster on this machine is none of ours
     args = ("--shards", "2", "--num-cpus", "2", "--state", fresh_postgres_url, "--name", name)
+    args += ("--metrics",)
     async with http_server(
         *args, "--tokens-file", str(tokens), command=CLUSTER, startup=CLUSTER_STARTUP_TIMEOUT
     ) as server:
@@ -97,6 +101,10 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
                 seen = texts(await other.call_tool("planning__list_goals", {}, meta=third))
             after_second = texts(await gateway.call_tool("planning__list_goals", {}, meta=third))
             anonymous, foreign = await anonymous_and_foreign(server.url, GATEWAY)
+            async with httpx2.AsyncClient() as http:
+                scraped = await http.get(
+                    server.url.removesuffix("/mcp") + "/metrics", headers=bearer(GATEWAY)
+                )
             server.process.send_signal(signal.SIGTERM)
             with trio.fail_after(60):
                 code = await server.process.wait()
@@ -113,6 +121,21 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
     assert "$.goal: expected a string" in texts(bad)
     assert seen == listed[2]  # the second front reached the same shard's state
     assert after_second == listed[2]  # and stopping it left the shards serving
+    # Every call a shard ran is counted there, labelled with it; refusals at the front.
+    assert scraped.status_code == 200, scraped.text
+    samples = [
+        sample
+        for family in text_string_to_metric_families(scraped.text)
+        for sample in family.samples
+    ]
+    ran = [s for s in samples if s.name == "mcp_actors_calls_total"]
+    assert {s.labels.get("shard") for s in ran} == {"shard-0", "shard-1"}
+    assert sum(s.value for s in ran if s.labels["outcome"] == "ok") == 20  # all made above
+    refused = [s for s in samples if s.name == "mcp_actors_calls_refused_total"]
+    assert {s.labels["outcome"] for s in refused if "shard" not in s.labels} == {
+        "outside_tenant",
+        "bad_arguments",
+    }
     assert anonymous.status_code == 401
     assert foreign.status_code == 403
     assert code == 0, log

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from hypercorn.typing import ASGIFramework
+    from prometheus_client.core import Metric
     from prometheus_client.samples import Sample
 
 CREATE = "planning__create_goal"
@@ -348,3 +349,45 @@ class TestAsgiApp:
                     await serving
 
         _check_scrape(asyncio.run(serve_and_scrape()))
+
+
+class TestIncluded:
+    def test_sources_join_the_families_of_their_names_labelled_with_their_source(self) -> None:
+        """A cluster's front: its own refusal, and each shard's calls under ``shard``."""
+        front = PrometheusMetrics()
+        shards = {"shard-0": PrometheusMetrics(), "shard-1": PrometheusMetrics()}
+        front.call_refused(None, "unknown_tool")
+        for count, metrics in enumerate(shards.values(), start=1):
+            for _ in range(count):
+                metrics.call_finished(queued_for(0.001))
+        front.include("shard", lambda: {n: list(m.registry.collect()) for n, m in shards.items()})
+        samples = parse(front.exposition()[0])
+        calls = "mcp_actors_calls_total"
+        assert (
+            samples[calls, frozenset({("tool", CREATE), ("outcome", OK), ("shard", "shard-0")})]
+            == 1
+        )
+        assert (
+            samples[calls, frozenset({("tool", CREATE), ("outcome", OK), ("shard", "shard-1")})]
+            == 2
+        )
+        assert not any(name == calls and "shard" not in dict(key) for name, key in samples)
+        refused = frozenset({("tool", UNKNOWN_TOOL), ("outcome", "unknown_tool")})
+        assert samples["mcp_actors_calls_refused_total", refused] == 1  # the front's own
+        queued = buckets(samples, "mcp_actors_call_queue_seconds", shard="shard-1")
+        assert queued["+Inf"] == 2
+
+    def test_a_source_that_fails_leaves_the_scrape_with_the_own_families(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        front = PrometheusMetrics()
+        front.call_finished(queued_for(0.001))
+
+        def unreachable() -> dict[str, list[Metric]]:
+            raise ConnectionError("shard gone")
+
+        front.include("shard", unreachable)
+        samples = parse(front.exposition()[0])
+        mine = frozenset({("tool", CREATE), ("outcome", OK)})
+        assert samples["mcp_actors_calls_total", mine] == 1
+        assert "metrics of the included sources could not be read" in caplog.text

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .._observe import Observer
     from ..server._options import ServeOptions
     from ..store import StateStore
+    from ..telemetry import PrometheusMetrics
     from ._cluster import Cluster
 
 __all__ = ["main", "module_specs"]
@@ -195,19 +196,26 @@ async def _shards(
     options: ServeOptions,
     store: StateStore,
     observer: Observer | None,
+    metrics: PrometheusMetrics | None,
 ) -> AsyncIterator[Cluster]:
     """The serve backend: `shards` shards for the life of the server.
 
-    The front's store serves its readiness probe; the observer sees the
-    front's refusals (the shards' runtimes are not observed from here).
+    The front's store serves its readiness probe; its observer sees the calls
+    it refuses. With ``--metrics`` every shard keeps metrics of its runtime,
+    and the front's exposition includes them (`_announce`).
     """
     del store, observer
     opening = open_cluster(
-        specs, shards=shards, state=options.state_url, config=options.runtime, name=name
+        specs,
+        shards=shards,
+        state=options.state_url,
+        config=options.runtime,
+        name=name,
+        metrics=metrics is not None,
     )
     # Starting and stopping shards blocks on Ray: in a thread, off the event loop.
     cluster: Any = await trio.to_thread.run_sync(opening.__enter__)
-    _announce(cluster)
+    _announce(cluster, metrics)
     try:
         yield cluster
     finally:
@@ -218,17 +226,25 @@ async def _shards(
 
 @asynccontextmanager
 async def _front(
-    name: str, options: ServeOptions, store: StateStore, observer: Observer | None
+    name: str,
+    options: ServeOptions,
+    store: StateStore,
+    observer: Observer | None,
+    metrics: PrometheusMetrics | None,
 ) -> AsyncIterator[Cluster]:
     """The serve backend of ``--join``: the running cluster `name`, whose shards stay up."""
     del options, store, observer
     cluster = await trio.to_thread.run_sync(connect_cluster, name)
-    _announce(cluster)
+    _announce(cluster, metrics)
     yield cluster
 
 
-def _announce(cluster: Cluster) -> None:
-    """Log where the cluster runs: ``--join`` fronts are pointed at this address."""
+def _announce(cluster: Cluster, metrics: PrometheusMetrics | None) -> None:
+    """Log where the cluster runs (``--join`` fronts are pointed at it); scrape its shards."""
     address = ray.get_runtime_context().gcs_address
     shards = ", ".join(cluster.shards)
     logger.info("cluster %r on Ray at %s: %s", cluster.name, address, shards)
+    if metrics is not None:
+        # Read at each scrape, blocking the front's loop for a Ray round trip (a few ms;
+        # at most a few seconds for a shard that does not answer, then left out).
+        metrics.include("shard", cluster.metric_families)

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import functools
 import itertools
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, cast, final
 import ray
 import sniffio
 import trio
-from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
 
 from protocol import (
     DEFAULT_POLICY,
@@ -53,6 +54,8 @@ from ._shard import Moved, WireCall, shard_class
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 
+    from prometheus_client.core import Metric
+
     from protocol import Caller, ServiceInfo
 
     from .._prepare import PreparedCall
@@ -69,11 +72,14 @@ __all__ = [
     "open_cluster",
 ]
 
+logger = logging.getLogger("actors.cluster")
+
 NAMESPACE: Final = "mcp-actors"
 """The Ray namespace of every cluster's named actors."""
 _SHARD_LOST: Final = (ActorDiedError, ActorUnavailableError, RayActorError)
 _MAX_ROUTES: Final = 8  # reroutes of one call before the caller is told to retry
 _RETRY_FOR: Final = 60.0  # seconds a handover step waits for a restarting shard
+_SCRAPE_TIMEOUT: Final = 5.0  # seconds a scrape waits for one shard's metrics
 T = TypeVar("T")
 _Wait = Callable[[Any], Awaitable[Any]]
 
@@ -99,11 +105,13 @@ class Directory:
         modules: Sequence[str],
         config: RuntimeConfig | None,
         state: str,
+        metrics: bool,
         membership: Membership,
     ) -> None:
         self._modules = tuple(modules)
         self._config = config
         self._state = state
+        self._metrics = metrics
         self._committed = membership
         self._pending: Membership | None = None
         self._numbers = itertools.count(len(membership.shards))
@@ -112,9 +120,9 @@ class Directory:
         """The committed membership and the pending one (None outside a handover)."""
         return self._committed, self._pending
 
-    def description(self) -> tuple[tuple[str, ...], RuntimeConfig | None, str]:
-        """The module specs, runtime settings and store every shard runs with."""
-        return self._modules, self._config, self._state
+    def description(self) -> tuple[tuple[str, ...], RuntimeConfig | None, str, bool]:
+        """The module specs, runtime settings, store and metrics switch every shard runs with."""
+        return self._modules, self._config, self._state, self._metrics
 
     def new_shard_name(self) -> str:
         """A name no shard of this cluster had: ``shard-N``, N counting up.
@@ -298,6 +306,21 @@ class Cluster:
         live: dict[str, frozenset[str]] = self._on_every("live_sessions")
         return live
 
+    def metric_families(self) -> dict[str, list[Metric]]:
+        """Each shard's Prometheus metric families, by shard name, for one scrape.
+
+        Empty lists unless the cluster was opened with ``metrics=True``. A shard
+        that does not answer within a few seconds is left out of this scrape.
+        """
+        sent = {shard: self._handle(shard).metric_families.remote() for shard in self.shards}
+        families = {}
+        for shard, ref in sent.items():
+            try:
+                families[shard] = ray.get(ref, timeout=_SCRAPE_TIMEOUT)
+            except (GetTimeoutError, *_SHARD_LOST) as error:
+                logger.warning("no metrics from %s this scrape: %s", shard, type(error).__name__)
+        return families
+
     def pid_of(self, shard: str) -> int:
         """The process id of `shard` now."""
         pid: int = ray.get(self._handle(shard).pid.remote())
@@ -440,9 +463,10 @@ def _start_shard(
     modules: Sequence[str],
     config: RuntimeConfig | None,
     state: str,
+    metrics: bool,
 ) -> Any:
     named = shard_class().options(name=f"{cluster}/{shard}", namespace=NAMESPACE)
-    return named.remote(shard, f"{cluster}/directory", NAMESPACE, modules, config, state)
+    return named.remote(shard, f"{cluster}/directory", NAMESPACE, modules, config, state, metrics)
 
 
 def _stop(handle: Any) -> None:
@@ -460,6 +484,7 @@ def open_cluster(
     state: str,
     config: RuntimeConfig | None = None,
     name: str | None = None,
+    metrics: bool = False,
 ) -> Iterator[Cluster]:
     """Start `shards` shards on the connected Ray cluster; stop them when the block ends.
 
@@ -467,7 +492,9 @@ def open_cluster(
     imported here and in every shard. Ray must be initialized (``ray.init``).
     `state` is the store every shard shares (PostgreSQL, for shards on several
     machines). `name` names the cluster's Ray actors, for front ends in other
-    processes (`connect_cluster`); a fresh one by default. Raises ValueError
+    processes (`connect_cluster`); a fresh one by default. With `metrics`, each
+    shard keeps Prometheus metrics of its runtime (`Cluster.metric_families`;
+    needs the ``metrics`` extra). Raises ValueError
     for fewer than one shard or a name in use, ConfigurationError for a module
     spec that does not import.
     """
@@ -481,10 +508,11 @@ def open_cluster(
     directory: Any = (
         ray.remote(Directory)
         .options(name=f"{name}/directory", namespace=NAMESPACE)
-        .remote(specs, config, state, membership)
+        .remote(specs, config, state, metrics, membership)
     )
     handles = {
-        shard: _start_shard(name, shard, specs, config, state) for shard in membership.shards
+        shard: _start_shard(name, shard, specs, config, state, metrics)
+        for shard in membership.shards
     }
     cluster = Cluster(name, registry, config, directory, membership, handles)
     try:
@@ -510,6 +538,8 @@ def connect_cluster(name: str) -> Cluster:
         msg = f"no cluster named {name!r} runs on this Ray cluster"
         raise ValueError(msg) from None
     description: Any = ray.get(directory.description.remote())
-    modules, config, _ = cast("tuple[tuple[str, ...], RuntimeConfig | None, str]", description)
+    modules, config, _, _ = cast(
+        "tuple[tuple[str, ...], RuntimeConfig | None, str, bool]", description
+    )
     committed, _ = ray.get(directory.memberships.remote())
     return Cluster(name, Registry(map(load_module, modules)), config, directory, committed)

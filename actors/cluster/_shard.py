@@ -45,11 +45,14 @@ from ..server._options import load_module
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
 
+    from prometheus_client.core import Metric
+
     from protocol import Membership, ToolContext
 
     from .._guest import AsyncioRuntime
     from .._prepare import Route
     from .._runtime import RuntimeConfig, RuntimeStatistics
+    from ..telemetry import PrometheusMetrics
 
 __all__ = ["Moved", "ShardHost", "WireCall"]
 
@@ -110,6 +113,7 @@ class ShardHost:
         modules: Sequence[str],
         config: RuntimeConfig | None,
         state: str,
+        metrics: bool,
     ) -> None:
         self._name = name
         self._directory = (directory, namespace)
@@ -117,6 +121,7 @@ class ShardHost:
         self._modules = tuple(map(load_module, modules))
         self._config = config
         self._state = state
+        self._metrics = _metrics() if metrics else None
         self._stack = contextlib.AsyncExitStack()
         self._runtime: AsyncioRuntime | None = None
         self._opening = asyncio.Lock()
@@ -135,7 +140,9 @@ class ShardHost:
                 # A blocking lookup, once per (re)start of the shard.
                 directory = ray.get_actor(*self._directory)
                 committed, pending = await directory.memberships.remote()
-                opening = open_asyncio_runtime(self._modules, self._config, state=self._state)
+                opening = open_asyncio_runtime(
+                    self._modules, self._config, state=self._state, observer=self._metrics
+                )
                 self._runtime = await self._stack.enter_async_context(opening)
                 self._committed, self._pending = committed, pending
             return self._runtime
@@ -239,6 +246,10 @@ class ShardHost:
         """Return once the shard's runtime is open (its store reached) and it can serve."""
         await self._opened()
 
+    async def metric_families(self) -> list[Metric]:
+        """The shard's Prometheus metric families now; none unless it was started with metrics."""
+        return [] if self._metrics is None else list(self._metrics.registry.collect())
+
     async def statistics(self) -> RuntimeStatistics:
         """The shard's runtime counters (`Runtime.statistics`)."""
         return (await self._opened()).statistics()
@@ -256,6 +267,12 @@ class ShardHost:
         """Stop the runtime: calls in flight finish, every state's ``on_stop`` runs."""
         await self._stack.aclose()
         self._runtime = None
+
+
+def _metrics() -> PrometheusMetrics:
+    from ..telemetry import PrometheusMetrics  # lazily: only with the metrics extra
+
+    return PrometheusMetrics()
 
 
 def shard_class() -> Any:

@@ -115,16 +115,30 @@ class Backend(Protocol):
     """What runs the calls a server takes: `local_runtime`, or ``actors cluster``'s shards."""
 
     def __call__(
-        self, options: ServeOptions, store: StateStore, observer: Observer | None, /
+        self,
+        options: ServeOptions,
+        store: StateStore,
+        observer: Observer | None,
+        metrics: PrometheusMetrics | None,
+        /,
     ) -> AbstractAsyncContextManager[CallTarget]:
-        """A context manager that yields the call target for the life of the server."""
+        """A context manager that yields the call target for the life of the server.
+
+        `observer` is what the server observes calls with (`metrics` among it,
+        when ``--metrics`` is on): a backend whose calls run elsewhere may add
+        what it measures there to `metrics` (`PrometheusMetrics.include`).
+        """
         ...
 
 
 def local_runtime(
-    options: ServeOptions, store: StateStore, observer: Observer | None
+    options: ServeOptions,
+    store: StateStore,
+    observer: Observer | None,
+    metrics: PrometheusMetrics | None,
 ) -> AbstractAsyncContextManager[CallTarget]:
-    """The default backend: a runtime in this process, on `store`."""
+    """The default backend: a runtime in this process, on `store`, observed by `observer`."""
+    del metrics  # among `observer` already
     return open_runtime(build_modules(options), options.runtime, store=store, observer=observer)
 
 
@@ -204,7 +218,7 @@ async def serve(options: ServeOptions, *, backend: Backend = local_runtime) -> N
             observer = _observer(metrics)
             async with (
                 open_store(options.state_url) as store,
-                backend(options, store, observer) as runtime,
+                backend(options, store, observer, metrics) as runtime,
             ):
                 logger.info("modules: %s", ", ".join(runtime.registry.modules))
                 logger.info("state: %s", store.url)

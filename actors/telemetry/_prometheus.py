@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import logging
 from typing import TYPE_CHECKING, Final, final
 
 from prometheus_client import (
@@ -26,22 +27,27 @@ from prometheus_client import (
     generate_latest,
     make_asgi_app,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from .._observe import Observer
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterator, Mapping
-
-    from prometheus_client.core import Metric
+    from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 
     from protocol import ActorKey
 
     from .._observe import CallRecord, StopReason
 
 __all__ = ["LATENCY_BUCKETS", "UNKNOWN_TOOL", "PrometheusMetrics"]
+
+logger = logging.getLogger("actors.metrics")
 
 LATENCY_BUCKETS: Final = (
     0.0001,
@@ -122,6 +128,7 @@ class PrometheusMetrics(Observer, Collector):
             _Histogram
         )
         self._in_flight: Callable[[], float] | None = None
+        self._included: tuple[str, Callable[[], Mapping[str, Iterable[Metric]]]] | None = None
         self.registry: Final = CollectorRegistry(auto_describe=True)
         """Where the metrics are registered; scrape it, or `exposition`."""
         self.registry.register(self)
@@ -182,8 +189,34 @@ class PrometheusMetrics(Observer, Collector):
         """
         return make_asgi_app(self.registry)
 
+    def include(self, label: str, sources: Callable[[], Mapping[str, Iterable[Metric]]]) -> None:
+        """Also export, at each scrape, the families `sources` returns by source name.
+
+        Each of their samples gets the label `label` with its source's name, and
+        joins this instance's family of the same name: a cluster's front
+        includes its shards' metrics as ``shard="shard-0"``…, so one scrape and a
+        ``sum by (tool)`` cover the cluster. A source that fails is logged and
+        left out of that scrape.
+        """
+        self._included = (label, sources)
+
     def collect(self) -> Iterator[Metric]:
         """The metric families, built from the numbers now (called at each scrape)."""
+        families = {family.name: family for family in self._own()}
+        if self._included is not None:
+            label, sources = self._included
+            try:
+                included = sources()
+            except Exception:  # a scrape still answers with what this process knows
+                logger.exception("metrics of the included sources could not be read")
+                included = {}
+            for source, source_families in included.items():
+                for family in source_families:
+                    _merge(families, family, label, source)
+        yield from families.values()
+
+    def _own(self) -> Iterator[Metric]:
+        """This instance's families."""
         calls = CounterMetricFamily(
             "mcp_actors_calls", "Calls answered by an actor.", labels=("tool", "outcome")
         )
@@ -236,6 +269,18 @@ class PrometheusMetrics(Observer, Collector):
                 "tools/call requests being served over MCP.",
                 self._in_flight(),
             )
+
+
+def _merge(families: dict[str, Metric], family: Metric, label: str, source: str) -> None:
+    """Add `family`'s samples to the family of its name in `families`, labelled with `source`."""
+    into = families.get(family.name)
+    if into is None:
+        into = families[family.name] = Metric(
+            family.name, family.documentation, family.type, family.unit
+        )
+    into.samples.extend(
+        sample._replace(labels={**sample.labels, label: source}) for sample in family.samples
+    )
 
 
 def _counter(
