@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import tempfile
 import uuid
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ from protocol import shard_for
 from ._mcp_helpers import (
     CLUSTER,
     CLUSTER_STARTUP_TIMEOUT,
+    LogFile,
     anonymous_and_foreign,
     bearer,
     http_server,
@@ -174,3 +176,16 @@ def test_a_bad_command_line_is_refused_before_anything_starts(
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "Started a local Ray instance" not in result.stderr
+
+
+async def test_joining_a_ray_that_does_not_answer_says_what_it_waits_for() -> None:
+    """Ray waits long for an address that does not answer: the log says which one."""
+    command = [*CLUSTER, "--address", "127.0.0.1:1", *LOCAL]
+    with tempfile.TemporaryFile() as file:
+        process = await trio.lowlevel.open_process(command, stderr=file)
+        try:
+            log = LogFile(file)
+            await log.wait_for(re.compile("joining the Ray cluster at 127.0.0.1:1"), process)
+        finally:
+            process.kill()
+            await process.wait()

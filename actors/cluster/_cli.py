@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 import ray
 import trio
 
-from ..server._cli import checked_options, run_server
+from ..server._cli import checked_options, configure_logging, run_server
 from ..server._cli import parser as serve_parser
 from ..server._serve import serve
 from ..store import check_store_url
@@ -145,15 +145,23 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m actors cluste
         specs = module_specs(options)
     except ValueError as exc:
         cli.error(str(exc))
-    # Ray's workers log to its session folder; the front's stderr stays the server's log.
-    ray.init(
-        address=args.address,
-        num_cpus=args.num_cpus,
-        namespace=NAMESPACE,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env=_local_modules(args),
-    )
+    configure_logging(args.log_level, args.log_format)
+    if args.address is None:
+        logger.info("starting a local Ray instance")
+    else:  # Ray waits a while for an address that does not answer: say what it waits for
+        logger.info("joining the Ray cluster at %s", args.address)
+    try:
+        # Ray's workers log to its session folder; the front's stderr stays the server's log.
+        ray.init(
+            address=args.address,
+            num_cpus=args.num_cpus,
+            namespace=NAMESPACE,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env=_local_modules(args),
+        )
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        cli.exit(1, f"{cli.prog}: error: cannot start or join Ray: {exc}\n")
     try:
         if args.join != _running(args.name):
             state = "no cluster" if args.join else "a cluster"
