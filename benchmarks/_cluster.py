@@ -129,14 +129,13 @@ def _balanced_sessions(count: int) -> list[str]:
     """
     shards = ("shard-0", "shard-1")
     chosen: dict[str, list[str]] = {shard: [] for shard in shards}
-    for n in itertools.count():
-        session = f"bench-{n}"
+    names = (f"bench-{n}" for n in itertools.count())
+    while sum(map(len, chosen.values())) < count:
+        session = next(names)
         placed = chosen[shard_for(session, shards)]
         if len(placed) < (count + 1) // 2:
             placed.append(session)
-        if sum(map(len, chosen.values())) >= count:
-            return [s for pair in itertools.zip_longest(*chosen.values()) for s in pair if s]
-    raise AssertionError  # itertools.count() never ends
+    return [s for pair in itertools.zip_longest(*chosen.values()) for s in pair if s]
 
 
 def _measure_shards(sizes: Sizes, progress: Progress) -> dict[int, tuple[list[float], list[float]]]:

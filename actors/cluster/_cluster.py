@@ -36,7 +36,6 @@ import trio
 from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
 
 from protocol import (
-    DEFAULT_POLICY,
     CallResult,
     Membership,
     TextContent,
@@ -48,6 +47,7 @@ from .._error_result import error_result
 from .._errors import RuntimeCallError, UnknownToolError
 from .._prepare import prepare_call
 from .._registry import Registry
+from .._runtime import RuntimeConfig
 from ..server._options import load_module
 from ._shard import Moved, WireCall, shard_class
 
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
     from .._prepare import PreparedCall
     from .._progress import ProgressReport
-    from .._runtime import RuntimeConfig, RuntimeStatistics
+    from .._runtime import RuntimeStatistics
 
 __all__ = [
     "NAMESPACE",
@@ -175,8 +175,7 @@ class Cluster:
     ) -> None:
         self._name = name
         self._registry = registry
-        self._config = config
-        self._policy = DEFAULT_POLICY if config is None else config.policy
+        self._config = RuntimeConfig() if config is None else config
         self._directory = directory
         self._membership = membership
         self._handles: dict[str, Any] = {} if handles is None else dict(handles)
@@ -186,9 +185,7 @@ class Cluster:
     @property
     def config(self) -> RuntimeConfig:
         """The runtime settings every shard runs with."""
-        from .._runtime import RuntimeConfig
-
-        return RuntimeConfig() if self._config is None else self._config
+        return self._config
 
     @property
     def registry(self) -> Registry:
@@ -226,7 +223,7 @@ class Cluster:
         result naming the problem.
         """
         try:
-            call = prepare_call(self._registry, params, self._policy, caller)
+            call = prepare_call(self._registry, params, self._config.policy, caller)
             return _blocking(self._called(call, _got))
         except UnknownToolError:
             raise
