@@ -21,6 +21,7 @@ from ._errors import CapacityError as CapacityError
 from ._errors import RuntimeCallError as RuntimeCallError
 from ._errors import RuntimeClosedError as RuntimeClosedError
 from ._errors import SessionEndingError as SessionEndingError
+from ._errors import StateUnreadableError as StateUnreadableError
 from ._errors import ToolError as ToolError
 from ._errors import UnknownToolError as UnknownToolError
 from ._guest import AsyncioRuntime as AsyncioRuntime

@@ -43,7 +43,20 @@ class ActorCrashedError(RuntimeCallError):
     def __init__(self, key: ActorKey, cause: BaseException) -> None:
         super().__init__(
             f"the actor for {key} crashed ({type(cause).__name__}: {cause}); "
-            "its state was dropped and the next call starts a fresh actor"
+            "what it held in memory is gone, and the next call starts a new actor "
+            "(a durable module's loads what was stored)"
+        )
+
+
+class StateUnreadableError(ActorCrashedError):
+    """The key's stored state cannot be read back; it is kept, and the key's calls fail."""
+
+    def __init__(self, key: ActorKey, problem: str) -> None:
+        RuntimeCallError.__init__(
+            self,
+            f"{problem}. It is kept as it is, and the calls of {key} fail until that changes: "
+            "run a version of the module that reads it, give the module a migration "
+            "(Durable(migrations=...)), or repair or delete it with 'mcp-actors state'",
         )
 
 

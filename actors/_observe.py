@@ -39,6 +39,7 @@ from ._errors import (
     RuntimeCallError,
     RuntimeClosedError,
     SessionEndingError,
+    StateUnreadableError,
     UnknownToolError,
 )
 
@@ -84,6 +85,7 @@ _OUTCOMES: Final[tuple[tuple[type[Exception], str], ...]] = (
     (UnknownToolError, "unknown_tool"),
     (ArgumentsError, "bad_arguments"),
     (CallTimeoutError, "timeout"),
+    (StateUnreadableError, "state_unreadable"),
     (ActorCrashedError, "crashed"),
     (CapacityError, "capacity"),
     (RuntimeClosedError, "shutting_down"),

@@ -116,6 +116,7 @@ from protocol import (
     tenant_of,
 )
 
+from ._durable import StateLoadError
 from ._errors import (
     ActorCrashedError,
     CallTimeoutError,
@@ -123,6 +124,7 @@ from ._errors import (
     RuntimeCallError,
     RuntimeClosedError,
     SessionEndingError,
+    StateUnreadableError,
     ToolError,
 )
 from ._keeper import Keeper
@@ -828,6 +830,13 @@ class Runtime:
                 await self._serve_with_background(actor, keeper, background)
         except CapacityError as exc:
             error = functools.partial(CapacityError, str(exc))
+        except StateLoadError as exc:
+            # The stored blob stays as it is; every call of the key says why, and a
+            # client retrying cannot fill the log with tracebacks.
+            self._counters.crashed += 1
+            actor.stop_reason = StopReason.CRASHED
+            logger.error("%s", exc)
+            error = functools.partial(StateUnreadableError, key, str(exc))
         except Exception as exc:
             # Anything escaping the per-call handling kills only this actor:
             # its pending calls fail, the next call to the key starts afresh

@@ -27,7 +27,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from actors import open_runtime
 from actors.server import MCP_PATH, http_app
 from actors.server._options import build_modules
-from actors.server._serve import _adapter as serve_adapter
+from actors.server._http import http_adapter
 from protocol import SERVICE_INFO_META_KEY
 
 if TYPE_CHECKING:
@@ -369,6 +369,6 @@ async def in_process_http(options: ServeOptions) -> AsyncIterator[InProcessHttp]
     """
     assert options.http is not None, "in_process_http serves HTTP options only"
     async with open_runtime(build_modules(options), options.runtime) as runtime:
-        app = http_app(serve_adapter(runtime, options), options)
+        app = http_app(http_adapter(runtime, options), options)
         async with asgi_lifespan(app):
             yield InProcessHttp(app, runtime)

@@ -60,7 +60,7 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
     assert {shard_for(s, ("shard-0", "shard-1")) for s in SESSIONS} == {"shard-0", "shard-1"}
     name = f"test-{uuid.uuid4().hex[:8]}"  # another cluster on this machine is none of ours
     args = ("--shards", "2", "--num-cpus", "2", "--state", fresh_postgres_url, "--name", name)
-    args += ("--metrics",)
+    args += ("--metrics", "--allow-end-session")
     async with http_server(
         *args, "--tokens-file", str(tokens), command=CLUSTER, startup=CLUSTER_STARTUP_TIMEOUT
     ) as server:
@@ -77,10 +77,11 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
                 texts(await gateway.call_tool("planning__list_goals", {}, meta={"sessionId": s}))
                 for s in SESSIONS
             ]
-            ended = await gateway.call_tool("session__end", {}, meta={"sessionId": SESSIONS[0]})
-            after_end = await gateway.call_tool(
-                "planning__list_goals", {}, meta={"sessionId": SESSIONS[0]}
-            )
+            # A call that names no session lands in the client's own HTTP session,
+            # which session__end (enabled by --allow-end-session) ends on the shards.
+            await gateway.call_tool("planning__create_goal", {"goal": "the gateway's own"})
+            ended = await gateway.call_tool("session__end", {})
+            after_end = await gateway.call_tool("planning__list_goals", {})
             mine = await alpha.call_tool(
                 "planning__create_goal", {"goal": "Ship"}, meta={"sessionId": "alpha/c1"}
             )
@@ -132,7 +133,7 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
     ]
     ran = [s for s in samples if s.name == "mcp_actors_calls_total"]
     assert {s.labels.get("shard") for s in ran} == {"shard-0", "shard-1"}
-    assert sum(s.value for s in ran if s.labels["outcome"] == "ok") == 20  # all made above
+    assert sum(s.value for s in ran if s.labels["outcome"] == "ok") == 21  # all made above
     refused = [s for s in samples if s.name == "mcp_actors_calls_refused_total"]
     assert {s.labels["outcome"] for s in refused if "shard" not in s.labels} == {
         "outside_tenant",

@@ -29,6 +29,7 @@ from actors import (
     Runtime,
     RuntimeConfig,
     SessionEndingError,
+    StateUnreadableError,
     StopReason,
     ToolError,
     ToolModule,
@@ -405,7 +406,8 @@ def plan_blob(schema: int = 1, **changes: Any) -> str:
 
 # What a blob holds, and what the error must name.
 _BAD_BLOBS = {
-    "another schema": (plan_blob(schema=2), "has schema 2, but planning reads schema 1"),
+    "a newer schema": (plan_blob(schema=2), "has schema 2, newer than the schema 1 this"),
+    "no schema": (plan_blob(schema="one"), "has schema 'one', which is no schema version"),
     "no state": ('{"schema": 1}', "has no 'state' field"),
     "a missing field": (plan_blob(todos={"t1": {"id": "t1"}}), "$.state.todos['t1'].name"),
     "a field of the wrong type": (plan_blob(goals=["g1"]), "$.state.goals"),
@@ -417,18 +419,25 @@ _BAD_BLOBS = {
 class TestBlobsThatNoLongerLoad:
     @pytest.mark.parametrize("blob", _BAD_BLOBS.keys())
     async def test_the_key_fails_naming_key_and_field_and_its_blob_is_kept(self, blob: str) -> None:
-        """Every call of the key is an ActorCrashedError from StateLoadError; other keys work."""
+        """Every call of the key says so, truly and what to do; its blob stays; other keys work."""
         text, field = _BAD_BLOBS[blob]
         store = MemoryStore()
         planning_key = key(module="planning")
         await store.save(planning_key, text.encode(), None)
         async with serving(store, planning) as runtime:
-            for tool, arguments in [("list_goals", {}), ("create_goal", {"goal": "x"})]:
-                with pytest.raises(ActorCrashedError) as crashed:
+            for tool, arguments in [("list_goals", {}), ("create_goal", {"goal": "x"})] * 2:
+                with pytest.raises(StateUnreadableError) as unreadable:
                     await call(runtime, f"planning__{tool}", **arguments)
-                message = str(crashed.value)
-                assert "StateLoadError: the stored state of planning(session='s1')" in message
+                message = str(unreadable.value)
+                assert message.startswith("the stored state of planning(session='s1') ")
                 assert field in message
+                assert message.endswith(
+                    ". It is kept as it is, and the calls of planning(session='s1') fail until "
+                    "that changes: run a version of the module that reads it, give the module a "
+                    "migration (Durable(migrations=...)), or repair or delete it with "
+                    "'mcp-actors state'"
+                )
+                assert "dropped" not in message
             other = await call(runtime, "planning__create_goal", "s2", goal="fine")
             assert other.first_text == "Created goal g1: fine"
             assert await store.load(planning_key) == Stored(1, text.encode())

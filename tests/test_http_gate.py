@@ -383,16 +383,16 @@ class TestRefusalLog:
         """The first refusal is logged, the next ones counted onto the next line after 10 s."""
         caplog.set_level(logging.WARNING, logger="actors.serve")
         log = RefusalLog(10.0)
-        log.refused("a request from a foreign origin", " ('http://evil.example')")
+        log.refused("a request from a foreign origin", "http://evil.example")
         for _ in range(5):
-            log.refused("a request from a foreign origin", " ('http://other.example')")
+            log.refused("a request from a foreign origin", "http://other.example")
         assert self.lines(caplog) == [
-            "http: refused a request from a foreign origin ('http://evil.example')"
+            "http: refused a request from a foreign origin: 'http://evil.example'"
         ]
         mock_clock.jump(10.0)
-        log.refused("a request from a foreign origin", " ('http://third.example')")
+        log.refused("a request from a foreign origin", "http://third.example")
         assert self.lines(caplog)[1:] == [
-            "http: refused a request from a foreign origin ('http://third.example') "
+            "http: refused a request from a foreign origin: 'http://third.example' "
             "(and 5 more since the last such line)"
         ]
         assert all(r.levelno == logging.WARNING for r in caplog.records)

@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from actors import RuntimeConfig, ToolModule, open_runtime
 from actors.modules import planning
-from actors.server import STDIO_CALLER, McpAdapter
+from actors.server import McpAdapter, stdio_caller
 from actors.server._mcp import loggable
 from actors.store import MemoryStore
 from protocol import Caller, ContextPolicy
@@ -43,11 +43,16 @@ def waiting_module() -> ToolModule[None]:
 
 @asynccontextmanager
 async def client_as(
-    caller: Caller, *modules: ToolModule[Any], store: MemoryStore | None = None
+    caller: Caller,
+    *modules: ToolModule[Any],
+    store: MemoryStore | None = None,
+    allow_end_session: bool = False,
 ) -> AsyncIterator[Client]:
     """An in-memory SDK client whose every request comes from `caller`."""
     async with open_runtime(modules or [planning], store=store) as runtime:
-        adapter = McpAdapter(runtime, identify=lambda _ctx: caller)
+        adapter = McpAdapter(
+            runtime, identify=lambda _ctx: caller, allow_end_session=allow_end_session
+        )
         async with Client(adapter.server) as client:
             yield client
 
@@ -59,6 +64,8 @@ def text_of(result: types.CallToolResult) -> str:
 
 
 ALPHA = Caller("token-1", tenant="alpha")
+ALPHA_CONNECTION = Caller("token-1", tenant="alpha", transport_session="t1")
+STDIO = stdio_caller("connection-private")
 HTTP_ANONYMOUS = Caller("anonymous")  # an HTTP client without Mcp-Session-Id or tenant
 
 
@@ -103,12 +110,31 @@ class TestDefaultSession:
             seen = await client.call_tool("planning__list_goals", {"__sessionId": "alpha/default"})
         assert "alpha's" in text_of(seen)
 
-    async def test_the_stdio_parent_gets_the_policys_default(self) -> None:
-        """The sole client of a stdio server may use the lenient 'default' session."""
-        async with client_as(STDIO_CALLER) as client:
+    async def test_the_stdio_parent_lands_in_its_connections_session(self) -> None:
+        """Invariant 11: never 'default', which every server on one store would share."""
+        store = MemoryStore()
+        async with client_as(STDIO, store=store) as client:
             await client.call_tool("planning__create_goal", {"goal": "parent's"})
-            seen = await client.call_tool("planning__list_goals", {"__sessionId": "default"})
+            seen = await client.call_tool(
+                "planning__list_goals", {"__sessionId": "connection-private"}
+            )
+            shared = await client.call_tool("planning__list_goals", {"__sessionId": "default"})
         assert "parent's" in text_of(seen)
+        assert text_of(shared) == "No goals yet."
+
+    async def test_an_adapter_told_nothing_gives_its_client_a_private_session(self) -> None:
+        """Without `identify`, calls naming no session share one session of this adapter's own."""
+        store = MemoryStore()
+        async with open_runtime([planning], store=store) as runtime:
+            first, second = McpAdapter(runtime), McpAdapter(runtime)
+            async with Client(first.server) as one, Client(second.server) as other:
+                await one.call_tool("planning__create_goal", {"goal": "one's"})
+                again = await one.call_tool("planning__list_goals", {})
+                seen = await other.call_tool("planning__list_goals", {})
+                shared = await other.call_tool("planning__list_goals", {"__sessionId": "default"})
+        assert "one's" in text_of(again)
+        assert text_of(seen) == "No goals yet."
+        assert text_of(shared) == "No goals yet."
 
     async def test_a_transport_session_is_the_default(self) -> None:
         """An older-era HTTP client lands in its Mcp-Session-Id."""
@@ -133,7 +159,7 @@ class TestLogLine:
     ) -> None:
         """The name is escaped: one record, one line, no raw control characters or fields."""
         caplog.set_level(logging.INFO, logger="actors.mcp")
-        async with client_as(STDIO_CALLER) as client:
+        async with client_as(STDIO) as client:
             with pytest.raises(MCPError):
                 await client.call_tool(name, {"__sessionId": "s"})
         (record,) = [r for r in caplog.records if r.name == "actors.mcp"]
@@ -159,7 +185,7 @@ class TestLogLine:
     ) -> None:
         """The caller going away still leaves a line that says whose call it was."""
         caplog.set_level(logging.INFO, logger="actors.mcp")
-        async with client_as(STDIO_CALLER, waiting_module()) as client:
+        async with client_as(STDIO, waiting_module()) as client:
             with trio.move_on_after(0.5):
                 await client.call_tool(
                     "waiting__wait", {}, meta={"sessionId": "s1", "assistantId": "a1"}
@@ -171,20 +197,49 @@ class TestLogLine:
 
 
 class TestEndSession:
-    async def test_ending_its_own_session_deletes_its_state(self) -> None:
-        """session__end stops the session's actors and deletes what is stored for it."""
+    async def test_it_is_not_listed_nor_served_unless_enabled(self) -> None:
+        """Off by default: a model cannot end a session; the name is an unknown tool."""
         store = MemoryStore()
-        async with client_as(ALPHA, store=store) as client:
+        async with client_as(ALPHA_CONNECTION, store=store) as client:
             listed = [tool.name for tool in (await client.list_tools()).tools]
-            await client.call_tool("planning__create_goal", {"goal": "g", "__sessionId": "alpha/s"})
+            await client.call_tool("planning__create_goal", {"goal": "g"})
+            with pytest.raises(MCPError, match=r"unknown tool 'session__end'") as caught:
+                await client.call_tool("session__end", {})
+            kept = await client.call_tool("planning__list_goals", {})
+        assert "session__end" not in listed
+        assert caught.value.error.code == -32602
+        assert "g" in text_of(kept)
+
+    async def test_ending_its_own_session_deletes_its_state(self) -> None:
+        """Enabled, session__end stops the caller's own session and deletes what is stored."""
+        store = MemoryStore()
+        async with client_as(ALPHA_CONNECTION, store=store, allow_end_session=True) as client:
+            listed = [tool.name for tool in (await client.list_tools()).tools]
+            await client.call_tool("planning__create_goal", {"goal": "g"})
             await client.call_tool("planning__create_goal", {"goal": "k", "__sessionId": "alpha/k"})
-            ended = await client.call_tool("session__end", {"__sessionId": "alpha/s"})
-            after = await client.call_tool("planning__list_goals", {"__sessionId": "alpha/s"})
+            ended = await client.call_tool("session__end", {})
+            after = await client.call_tool("planning__list_goals", {})
             kept = await client.call_tool("planning__list_goals", {"__sessionId": "alpha/k"})
         assert "session__end" in listed
         assert not ended.is_error
-        assert ended.structured_content == {"sessionId": "alpha/s", "deleted": 1}
+        assert ended.structured_content == {"sessionId": "alpha/t1", "deleted": 1}
         assert text_of(after) == "No goals yet."
+        assert "k" in text_of(kept)
+
+    @pytest.mark.parametrize("caller", [ALPHA_CONNECTION, STDIO], ids=["tenant", "stdio"])
+    async def test_a_session_it_names_cannot_be_ended(self, caller: Caller) -> None:
+        """Not even one the caller may use: only the connection's own session ends."""
+        store = MemoryStore()
+        async with client_as(caller, store=store, allow_end_session=True) as client:
+            await client.call_tool("planning__create_goal", {"goal": "k", "__sessionId": "alpha/k"})
+            refused = await client.call_tool("session__end", {"__sessionId": "alpha/k"})
+            kept = await client.call_tool("planning__list_goals", {"__sessionId": "alpha/k"})
+        own = caller.default_session(ContextPolicy())
+        assert refused.is_error
+        assert text_of(refused) == (
+            f"session__end ends only this connection's own session ({own!r}), not 'alpha/k'; "
+            "call it without a session id"
+        )
         assert "k" in text_of(kept)
 
     async def test_another_tenants_session_cannot_be_ended(self) -> None:
@@ -193,7 +248,7 @@ class TestEndSession:
         beta = Caller("token-2", tenant="beta")
         async with client_as(beta, store=store) as client:
             await client.call_tool("planning__create_goal", {"goal": "b", "__sessionId": "beta/s"})
-        async with client_as(ALPHA, store=store) as client:
+        async with client_as(ALPHA, store=store, allow_end_session=True) as client:
             refused = await client.call_tool("session__end", {"__sessionId": "beta/s"})
         async with client_as(beta, store=store) as client:
             kept = await client.call_tool("planning__list_goals", {"__sessionId": "beta/s"})
@@ -203,10 +258,12 @@ class TestEndSession:
 
     async def test_arguments_are_refused(self) -> None:
         """It takes no arguments: a model's stray argument changes nothing."""
-        async with client_as(ALPHA, store=MemoryStore()) as client:
-            await client.call_tool("planning__create_goal", {"goal": "g", "__sessionId": "alpha"})
-            refused = await client.call_tool("session__end", {"__sessionId": "alpha", "all": True})
-            kept = await client.call_tool("planning__list_goals", {"__sessionId": "alpha"})
+        async with client_as(
+            ALPHA_CONNECTION, store=MemoryStore(), allow_end_session=True
+        ) as client:
+            await client.call_tool("planning__create_goal", {"goal": "g"})
+            refused = await client.call_tool("session__end", {"all": True})
+            kept = await client.call_tool("planning__list_goals", {})
         assert refused.is_error
         assert text_of(refused) == "session__end takes no arguments, got 'all'"
         assert "g" in text_of(kept)
@@ -216,7 +273,7 @@ class TestEndSession:
         [
             Caller("token-1", tenant="alpha"),  # a 2026-era client: no Mcp-Session-Id
             Caller("anonymous"),
-            STDIO_CALLER,
+            stdio_caller(None),  # the stdio parent under --require-session
         ],
         ids=["tenant", "anonymous", "stdio"],
     )
@@ -229,7 +286,7 @@ class TestEndSession:
             await runtime.call_tool(
                 "planning__create_goal", {"goal": "kept", "__sessionId": "default"}
             )
-            adapter = McpAdapter(runtime, identify=lambda _ctx: caller)
+            adapter = McpAdapter(runtime, identify=lambda _ctx: caller, allow_end_session=True)
             async with Client(adapter.server) as client:
                 ended = await client.call_tool("session__end", {})
             listed = await runtime.call_tool("planning__list_goals", {"__sessionId": "default"})

@@ -64,7 +64,6 @@ class TestTools:
             "planning__get_planning_state",
             "workspace__execute_command",
             "workspace__poll_process",
-            "session__end",
         }
 
 
@@ -376,7 +375,7 @@ class TestAdapterInProcess:
                 with trio.fail_after(5):
                     await drained.wait()
         assert refused.is_error
-        assert "shutting down" in texts(refused)
+        assert "server is stopping" in texts(refused)
         assert texts(finished[0]) == "through"
 
     async def test_a_call_that_overruns_its_deadline_is_an_error_result(self) -> None:

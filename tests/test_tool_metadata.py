@@ -22,7 +22,7 @@ from mcp import Client
 
 from actors import ToolModule, open_runtime
 from actors.modules import content_store, planning, playbook_store, workspace
-from actors.server import STDIO_CALLER, McpAdapter
+from actors.server import McpAdapter, stdio_caller
 from actors.server._mcp import END_SESSION
 from protocol import CallResult
 
@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 @asynccontextmanager
 async def listed_client(*modules: ToolModule[Any]) -> AsyncIterator[Client]:
     """An in-memory SDK client that has listed the tools, so it validates structured results."""
+    caller = stdio_caller("s")  # the session _Checked names: session__end may end it
     async with open_runtime(modules) as runtime:
-        adapter = McpAdapter(runtime, identify=lambda _ctx: STDIO_CALLER)
+        adapter = McpAdapter(runtime, identify=lambda _ctx: caller, allow_end_session=True)
         async with Client(adapter.server) as client:
             await client.list_tools()
             yield client

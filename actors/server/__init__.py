@@ -17,9 +17,10 @@ from ._cli import main as main
 from ._cli import read_tokens as read_tokens
 from ._http import MCP_PATH as MCP_PATH
 from ._http import http_app as http_app
-from ._mcp import STDIO_CALLER as STDIO_CALLER
 from ._mcp import CallTarget as CallTarget
 from ._mcp import McpAdapter as McpAdapter
+from ._mcp import connection_session as connection_session
+from ._mcp import stdio_caller as stdio_caller
 from ._options import DEFAULT_MODULES as DEFAULT_MODULES
 from ._options import DEFAULT_RUNTIME as DEFAULT_RUNTIME
 from ._options import KNOWN_MODULES as KNOWN_MODULES

@@ -13,7 +13,6 @@ trio.
 
 from __future__ import annotations
 
-import functools
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final, final
 
@@ -21,8 +20,7 @@ import anyio
 from starlette.responses import PlainTextResponse
 
 from ._gate import RefusalLog
-from ._http import http_app, identify_http_caller
-from ._mcp import McpAdapter
+from ._http import http_adapter, http_app
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -81,10 +79,7 @@ class McpEndpoint:
         if self._app is not None:
             msg = "this McpEndpoint is already serving"
             raise RuntimeError(msg)
-        identify = functools.partial(
-            identify_http_caller, token_required=bool(self._options.tokens)
-        )
-        adapter = McpAdapter(runtime, identify=identify)
+        adapter = http_adapter(runtime, self._options)
         refusals = RefusalLog()
         app = http_app(adapter, self._options, refusals)
         try:

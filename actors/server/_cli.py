@@ -29,7 +29,7 @@ from ._serve import serve
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Sequence
 
-__all__ = ["MIN_TOKEN_LENGTH", "configure_logging", "main", "read_tokens"]
+__all__ = ["MIN_TOKEN_LENGTH", "SESSION_ENVIRONMENT", "configure_logging", "main", "read_tokens"]
 
 _DEFAULTS: Final = ServeOptions()
 _RUNTIME: Final = _DEFAULTS.runtime
@@ -37,6 +37,8 @@ _DAY: Final = 24 * 3600.0
 _TENANT: Final = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # A comment starts at a '#' that begins the line or follows white space.
 _COMMENT: Final = re.compile(r"(?:^|\s)#.*$")
+SESSION_ENVIRONMENT: Final = "MCP_ACTORS_SESSION"
+"""The environment variable ``--session`` defaults to."""
 MIN_TOKEN_LENGTH: Final = 16
 """The shortest bearer token accepted, in characters."""
 _LOG_LEVELS: Final = ("debug", "info", "warning", "error")
@@ -56,12 +58,24 @@ context:
   Each call names its context with the arguments __sessionId, __assistantId,
   __threadId, or with the same names without '__' in the request's _meta;
   both at once must agree. Over stdio the parent process is trusted: its
-  context claims are taken as given. A call that names no session gets:
-    1. the HTTP transport session (Mcp-Session-Id, which older-era clients
-       send), as 'TENANT/<id>' for a token bound to a tenant;
-    2. else 'TENANT/default' for a token bound to a tenant;
-    3. else 'default'.
-  With --require-session only (1) applies; otherwise the call is refused.
+  context claims are taken as given. A call that names no session lands in
+  its connection's own session, never in one another client reaches:
+    stdio: a session made for this connection and ended when it closes, so
+           two hosts (or two windows) that each start a server never share
+           state; --session NAME (or $MCP_ACTORS_SESSION) names one instead,
+           kept across restarts and shared by every server given that name.
+    HTTP:  the client's HTTP session (its Mcp-Session-Id), as 'TENANT/<id>'
+           for a token bound to a tenant, ended when the HTTP session ends;
+           a request without one (the 2026 protocol) gets 'TENANT/default'
+           with a tenant token and is refused otherwise.
+  With --require-session a stdio call must name its session.
+  session__end, which lets a client end its own session and delete what is
+  stored for it, is listed only with --allow-end-session.
+
+behind a reverse proxy (HTTP):
+  A loopback server checks the Host header (DNS rebinding): a proxy that
+  passes the public name on needs --allow-host NAME. X-Forwarded-For and
+  X-Forwarded-Proto are believed only from --trusted-proxy addresses.
 
 tokens and tenants (HTTP):
   --token TOKEN          a trusted gateway: may address any session.
@@ -213,6 +227,23 @@ def _add_transport_options(serve: argparse.ArgumentParser) -> None:
         default=[],
         help="also accept requests from this browser Origin, e.g. https://app.example "
         "(repeatable); loopback origins are always accepted, any other gets HTTP 403",
+    )
+    group.add_argument(
+        "--allow-host",
+        metavar="NAME",
+        type=_origin,
+        action="append",
+        default=[],
+        help="also accept this Host header on a loopback bind, e.g. mcp.example.com, the name "
+        "a reverse proxy in front passes on (repeatable); any other gets HTTP 421",
+    )
+    group.add_argument(
+        "--trusted-proxy",
+        metavar="ADDRESS",
+        action="append",
+        default=[],
+        help="believe X-Forwarded-For and X-Forwarded-Proto from this address or network, e.g. "
+        "127.0.0.1 for a proxy on this host (repeatable); from others they are ignored",
     )
     group.add_argument(
         "--insecure",
@@ -389,10 +420,23 @@ def _add_runtime_options(serve: argparse.ArgumentParser) -> None:
         "(default %(default)g)",
     )
     group.add_argument(
+        "--session",
+        metavar="NAME",
+        default=os.environ.get(SESSION_ENVIRONMENT) or None,
+        help="over stdio, the session calls that name none land in, kept across restarts and "
+        f"shared by every server given it (default: ${SESSION_ENVIRONMENT}, else a session "
+        "private to the connection, ended when it closes)",
+    )
+    group.add_argument(
         "--require-session",
         action="store_true",
-        help="strict context policy: refuse a call that names no session instead of using "
-        "'default'",
+        help="strict context policy: refuse a stdio call that names no session",
+    )
+    group.add_argument(
+        "--allow-end-session",
+        action="store_true",
+        help="list the session__end tool, with which a client ends its own session and "
+        "deletes what is stored for it (off: only the operator ends sessions)",
     )
     group.add_argument(
         "--log-level",
@@ -492,6 +536,10 @@ def _options(args: argparse.Namespace) -> ServeOptions:
         http=args.http,
         tokens=_token_table(tokens),
         allow_origins=tuple(args.allow_origin),
+        allow_hosts=tuple(args.allow_host),
+        trusted_proxies=tuple(args.trusted_proxy),
+        session=args.session,
+        allow_end_session=args.allow_end_session,
         insecure=args.insecure,
         unsafe_shared_exec=args.unsafe_shared_exec,
         max_sessions_per_token=args.max_sessions_per_token,

@@ -1,9 +1,10 @@
 """The ASGI gate in front of the SDK's Streamable HTTP app: what reaches it, and how often.
 
-For each HTTP request, in order:
+For each HTTP request, in order (after `actors.server._front` checked its
+``Host`` and ``Origin``):
 
-1. **Origin** (403), **bearer token** (401) and **declared body size** (413)
-   are checked from the headers alone.
+1. **Bearer token** (401) and **declared body size** (413) are checked from
+   the headers alone.
 2. A POST body is read whole, at most ``max_body`` bytes (413 beyond, also
    for chunked bodies), and screened by `actors.server._jsonrpc`: what the SDK
    would drop or answer without the request's id is answered here, with it
@@ -57,7 +58,7 @@ from starlette.responses import Response
 from ._jsonrpc import Accept, Answer, BatchReply, Ignore, Reply, plan_batch, screen
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
     import pydantic
     from mcp.server.auth.provider import TokenVerifier
@@ -69,6 +70,7 @@ __all__ = [
     "Gate",
     "RefusalLog",
     "SessionTable",
+    "client_address",
 ]
 
 DEFAULT_MAX_SESSIONS_PER_TOKEN: Final = 100
@@ -111,6 +113,21 @@ def reply_response(
     )
 
 
+def client_address(scope: Scope) -> str:
+    """Where a request came from, as `actors.server._front` established it (``?`` if unknown)."""
+    client = scope.get("client")
+    return str(client[0]) if client else "?"
+
+
+_DETAIL_CHARACTERS: Final = 200
+
+
+def _escaped(text: str) -> str:
+    """`text` on one line of plain ASCII, quoted, at most about 200 characters before escaping."""
+    cut = "…" if len(text) > _DETAIL_CHARACTERS else ""
+    return ascii(text[:_DETAIL_CHARACTERS] + cut)
+
+
 @attrs.define
 class _Tally:
     held: int = 0
@@ -132,15 +149,21 @@ class RefusalLog:
         self._interval = interval
         self._kinds: dict[str, _Tally] = {}
 
-    def refused(self, kind: str, detail: str = "") -> None:
-        """Note one refusal of `kind` (``"a request without a valid bearer token"``)."""
+    def refused(self, kind: str, detail: str = "", scope: Scope | None = None) -> None:
+        """Note one refusal of `kind` (``"a request without a valid bearer token"``).
+
+        `detail` (what was wrong, often the client's own text) is logged escaped
+        and cut short; `scope` names the address the request came from.
+        """
         tally = self._kinds.setdefault(kind, _Tally())
         now = anyio.current_time()
         if now < tally.quiet_until:
             tally.held += 1
             return
+        shown = f": {_escaped(detail)}" if detail else ""
+        source = "" if scope is None else f" from {_escaped(client_address(scope))}"
         more = f" (and {tally.held} more since the last such line)" if tally.held else ""
-        logger.warning("http: refused %s%s%s", kind, detail, more)
+        logger.warning("http: refused %s%s%s%s", kind, source, shown, more)
         tally.held = 0
         tally.quiet_until = now + self._interval
 
@@ -273,7 +296,7 @@ class _Disconnected(Exception):
     """The client went away before its request body was whole."""
 
 
-async def _answer_early(response: Response, scope: Scope, receive: Receive, send: Send) -> None:
+async def answer_early(response: Response, scope: Scope, receive: Receive, send: Send) -> None:
     """Send a refusal before the request body was read (see the module docstring)."""
     try:
         await response(scope, receive, send)
@@ -356,7 +379,6 @@ class Gate:
         self,
         app: ASGIApp,
         *,
-        origin_allowed: Callable[[str], bool],
         tokens: TokenVerifier | None,
         max_body: int,
         sessions: SessionTable,
@@ -365,7 +387,6 @@ class Gate:
     ) -> None:
         # AuthContextMiddleware exposes the token to the SDK (get_access_token).
         self._app = AuthContextMiddleware(app)
-        self._origin_allowed = origin_allowed
         self._backend = None if tokens is None else BearerAuthBackend(tokens)
         self._max_body = max_body
         self._sessions = sessions
@@ -378,7 +399,7 @@ class Gate:
             return
         refusal = await self._check_headers(scope)
         if refusal is not None:
-            await _answer_early(refusal, scope, receive, send)
+            await answer_early(refusal, scope, receive, send)
             return
         if scope["method"] != "POST":
             session_id = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
@@ -390,8 +411,8 @@ class Gate:
             logger.debug("http: the client left before its request body was whole")
             return
         if body is None:
-            self._refusals.refused("an oversized body")
-            await _answer_early(self._too_large(), scope, receive, send)
+            self._refusals.refused("an oversized body", scope=scope)
+            await answer_early(self._too_large(), scope, receive, send)
             return
         await self._post(scope, body, receive, send)
 
@@ -407,7 +428,7 @@ class Gate:
         try:
             value = pydantic_core.from_json(body)
         except ValueError as error:
-            self._refusals.refused("a body that is not JSON")
+            self._refusals.refused("a body that is not JSON", scope=scope)
             reply = Reply.of(None, types.PARSE_ERROR, f"Parse error: Invalid JSON: {error}")
             await reply_response(400, reply)(scope, receive, send)
             return
@@ -416,10 +437,10 @@ class Gate:
             return
         match screen(value):
             case Answer(reply):
-                self._refusals.refused("a malformed JSON-RPC message", f": {reply.error.message}")
+                self._refusals.refused("a malformed JSON-RPC message", reply.error.message, scope)
                 await reply_response(400, reply)(scope, receive, send)
             case Ignore(problem):
-                self._refusals.refused("a malformed notification", f": {problem}")
+                self._refusals.refused("a malformed notification", problem, scope)
                 await Response(status_code=202)(scope, receive, send)
             case Accept(message):
                 request_id = message.id if isinstance(message, types.JSONRPCRequest) else None
@@ -479,7 +500,7 @@ class Gate:
     ) -> None:
         """A request without a session: it may open one, if its principal has room."""
         if not self._sessions.reserve(principal):
-            self._refusals.refused("a new session over the per-token limit", f" ({principal})")
+            self._refusals.refused("a new session over the per-token limit", principal, scope)
             await self._too_many_sessions(principal, request_id)(scope, receive, send)
             return
         opened: str | None = None
@@ -508,9 +529,9 @@ class Gate:
         version = self._sessions.version(session_id, principal)
         plan = plan_batch(elements, version, self._max_batch)
         for problem in plan.ignored:
-            self._refusals.refused("a notification in a batch", f": {problem}")
+            self._refusals.refused("a notification in a batch", problem, scope)
         if plan.whole is not None:
-            self._refusals.refused("a batch", f": {plan.whole.error.message}")
+            self._refusals.refused("a batch", plan.whole.error.message, scope)
             await reply_response(400, plan.whole)(scope, receive, send)
             return
         replies: list[dict[str, Any]] = [
@@ -526,7 +547,7 @@ class Gate:
                 if session is not None:
                     self._sessions.leave(session_id, status=200, deleted=False)
         elif plan.answers:
-            self._refusals.refused("a batch", f": {plan.answers[0].error.message}")
+            self._refusals.refused("a batch", plan.answers[0].error.message, scope)
         if replies:
             await reply_response(200, BatchReply(replies))(scope, receive, send)
         else:
@@ -566,20 +587,12 @@ class Gate:
         return replies
 
     async def _check_headers(self, scope: Scope) -> Response | None:
-        """A refusal decided from the headers alone: origin, token, declared size."""
+        """A refusal decided from the headers alone: token, declared size (`Front` did Origin)."""
         headers = Headers(scope=scope)
-        origin = headers.get("origin")
-        if origin is not None and not self._origin_allowed(origin):
-            self._refusals.refused("a request from a foreign origin", f" ({origin!r})")
-            message = (
-                f"origin {origin!r} is not allowed; loopback origins are, "
-                "and the operator can allow others with --allow-origin"
-            )
-            return error_response(403, message)
         if self._backend is not None:
             verdict = await self._backend.authenticate(HTTPConnection(scope))
             if verdict is None:
-                self._refusals.refused("a request without a valid bearer token")
+                self._refusals.refused("a request without a valid bearer token", scope=scope)
                 message = "a valid bearer token is required: send 'Authorization: Bearer <token>'"
                 return error_response(
                     401, message, headers={"WWW-Authenticate": 'Bearer realm="mcp"'}
@@ -587,7 +600,7 @@ class Gate:
             scope["auth"], scope["user"] = verdict
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self._max_body:
-            self._refusals.refused("an oversized body")
+            self._refusals.refused("an oversized body", scope=scope)
             return self._too_large(length)
         return None
 

@@ -4,7 +4,8 @@
 behind the gate of `actors.server._gate` (Origin 403, bearer token 401, body
 size 413, malformed JSON-RPC answered with its id, sessions per token 429),
 with resumable SSE streams (`actors.server._events`).
-On a loopback bind the SDK also checks the ``Host`` header (DNS rebinding).
+In front of everything, `actors.server._front` checks ``Host`` (DNS rebinding) and
+``Origin``, and believes forwarded headers only from the operator's proxies.
 Operators' bearer tokens are checked by digest in constant time; each token's
 tenant rides in its claims and becomes the `protocol.Caller` of its requests.
 """
@@ -29,23 +30,28 @@ from starlette.requests import Request
 from protocol import Caller
 
 from ._events import RETRY_INTERVAL_MS, BoundedEventStore, SessionScopes
+from ._front import Front
 from ._gate import Gate, RefusalLog, SessionTable
+from ._mcp import McpAdapter
 from ._ops import OpsRoutes, serve_asgi
 from ._options import LOOPBACK_NAMES, is_loopback
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     import trio
     from mcp.server.context import ServerRequestContext
+    from starlette.types import ASGIApp
 
+    from .._observe import Observer
     from ..telemetry import PrometheusMetrics
-    from ._mcp import McpAdapter
+    from ._mcp import CallTarget
     from ._ops import Readiness
     from ._options import ServeOptions
 
 __all__ = [
     "MCP_PATH",
+    "http_adapter",
     "http_app",
     "http_bind",
     "identify_http_caller",
@@ -108,6 +114,21 @@ def identify_http_caller(
     return Caller("anonymous", None, session)
 
 
+def http_adapter(
+    runtime: CallTarget, options: ServeOptions, observer: Observer | None = None
+) -> McpAdapter:
+    """The adapter an HTTP endpoint serves `runtime` with: callers told apart by their
+    token and ``Mcp-Session-Id``, and each HTTP session's own session ended when it closes."""
+    identify = functools.partial(identify_http_caller, token_required=bool(options.tokens))
+    return McpAdapter(
+        runtime,
+        identify=identify,
+        observer=observer,
+        allow_end_session=options.allow_end_session,
+        end_connection_sessions=True,
+    )
+
+
 def origin_allowed(origin: str, extra: frozenset[str]) -> bool:
     """Whether a browser `origin` may call: a loopback http(s) origin, or one of `extra`."""
     if origin in extra:
@@ -130,22 +151,19 @@ def origin_allowed(origin: str, extra: frozenset[str]) -> bool:
     )
 
 
-def _transport_security(host: str, allow_origins: frozenset[str]) -> TransportSecuritySettings:
-    """The SDK's DNS-rebinding protection: Host (and Origin) checks for a loopback bind."""
-    if not is_loopback(host):
-        # A public bind's Host names are not known in advance; the gate checks Origin.
-        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    hosts = [*LOOPBACK_NAMES, *(f"{name}:*" for name in LOOPBACK_NAMES)]
-    origins = [f"{scheme}://{name}" for scheme in ("http", "https") for name in hosts]
-    return TransportSecuritySettings(
-        allowed_hosts=hosts, allowed_origins=[*origins, *sorted(allow_origins)]
-    )
+# The Host and Origin checks are `Front`'s, for every path; the SDK's own would
+# repeat them with texts that name no remedy (and log the raw header each time).
+_NO_SDK_HOST_CHECK: Final = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
 def http_app(
-    adapter: McpAdapter, options: ServeOptions, refusals: RefusalLog | None = None
-) -> Gate:
-    """The ASGI app: the SDK's Streamable HTTP app at `MCP_PATH`, behind the gate.
+    adapter: McpAdapter,
+    options: ServeOptions,
+    refusals: RefusalLog | None = None,
+    *,
+    beside: Callable[[ASGIApp], ASGIApp] | None = None,
+) -> ASGIApp:
+    """The ASGI app: the SDK's Streamable HTTP app at `MCP_PATH`, behind the gate and `Front`.
 
     Each token, and every anonymous client together, may hold
     ``options.max_sessions_per_token`` open sessions; a session with no request
@@ -155,10 +173,12 @@ def http_app(
     Each POST's SSE stream starts with an event id and a ``retry`` field; a
     client whose connection drops resumes it with ``Last-Event-ID``, from the
     events its session was sent, ``options.max_stored_event_bytes`` in all.
+
+    `beside` wraps the gated app in routes of its own (the operator's
+    ``/healthz``, ``/readyz``, ``/metrics``), which `Front` guards too.
     """
     assert options.http is not None
-    host = options.http[0]
-    allow_origins = frozenset(options.allow_origins)
+    refusals = RefusalLog() if refusals is None else refusals
     sessions = SessionTable(options.max_sessions_per_token, options.session_idle_timeout)
     events = BoundedEventStore(options.max_stored_event_bytes)
     app = adapter.server.streamable_http_app(
@@ -167,16 +187,23 @@ def http_app(
         retry_interval=RETRY_INTERVAL_MS,
         max_request_body_size=options.max_request_bytes,
         session_idle_timeout=options.session_idle_timeout,
-        transport_security=_transport_security(host, allow_origins),
-        host=host,
+        transport_security=_NO_SDK_HOST_CHECK,
+        host=options.http[0],
     )
-    return Gate(
+    gated: ASGIApp = Gate(
         SessionScopes(app, events),
-        origin_allowed=functools.partial(origin_allowed, extra=allow_origins),
         tokens=_StaticTokens(options.tokens) if options.tokens else None,
         max_body=options.max_request_bytes,
         sessions=sessions,
-        refusals=RefusalLog() if refusals is None else refusals,
+        refusals=refusals,
+    )
+    return Front(
+        gated if beside is None else beside(gated),
+        bind_host=options.http[0],
+        allow_hosts=options.allow_hosts,
+        origin_allowed=functools.partial(origin_allowed, extra=frozenset(options.allow_origins)),
+        trusted_proxies=options.trusted_proxies,
+        refusals=refusals,
     )
 
 
@@ -210,7 +237,12 @@ async def serve_http(
             )
     refusals = RefusalLog()
     tokens = _StaticTokens(options.tokens) if options.tokens else None
-    app = OpsRoutes(http_app(adapter, options, refusals), readiness, metrics, tokens)
+    app = http_app(
+        adapter,
+        options,
+        refusals,
+        beside=lambda gated: OpsRoutes(gated, readiness, metrics, tokens),
+    )
     try:
         announce = f"mcp-actors: listening on {{}}{MCP_PATH}"
         await serve_asgi(app, http_bind(host, port), stop, announce, grace=_HTTP_CLOSE_GRACE)

@@ -30,8 +30,20 @@ The context travels in the call (``__sessionId`` … in the arguments or
 ``sessionId`` … in ``_meta``). The transport says who the *caller* is (a
 `protocol.Caller`), and `actors.prepare_call` judges the call by the
 caller's rules (default session, tenant; see `protocol.Caller`) before the
-runtime sees it. The stdio parent is the only client of its server and gets
-what the runtime's context policy decides for a call that names no session.
+runtime sees it.
+
+A call that names no session lands in its connection's own session
+(invariant 11: never in one that another connection also reaches): the stdio
+parent's is private to its connection unless the operator names one
+(`stdio_caller`), an HTTP client's is its ``Mcp-Session-Id``. Such a session
+exists only for its connection, so with ``end_connection_sessions`` the
+adapter ends it (its actors stop, its stored state goes) when the connection
+closes; the stdio transport ends its own when it stops.
+
+``session__end`` is listed only when the operator enables it
+(``allow_end_session``), and then ends the caller's own session, never one
+the call names: ending other sessions is the operator's, through
+`Runtime.end_session` or ``mcp-actors state delete``.
 
 Every call is logged once, after it completes (or its caller went away),
 with its tool, context, caller, outcome and duration: here, not in the
@@ -43,7 +55,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import math
 import re
+import secrets
 import time
 import urllib.parse
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
@@ -58,6 +72,9 @@ from protocol import (
     BackendType,
     Caller,
     CallResult,
+    ContextError,
+    ContextPolicy,
+    NoSessionError,
     ProtocolError,
     ServiceInfo,
     TenantError,
@@ -75,6 +92,7 @@ from ._logs import EVENT_FIELD
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from mcp.server.connection import Connection
     from mcp.server.context import ServerRequestContext
     from mcp.server.session import ServerSession
 
@@ -84,7 +102,14 @@ if TYPE_CHECKING:
     from .._registry import Registry
     from .._runtime import RuntimeConfig
 
-__all__ = ["END_SESSION", "STDIO_CALLER", "CallTarget", "McpAdapter", "loggable"]
+__all__ = [
+    "END_SESSION",
+    "CallTarget",
+    "McpAdapter",
+    "connection_session",
+    "loggable",
+    "stdio_caller",
+]
 
 logger = logging.getLogger("actors.mcp")
 
@@ -97,8 +122,20 @@ _INSTRUCTIONS: Final = (
 )
 
 
-STDIO_CALLER: Final = Caller("stdio", sole_client=True)
-"""The parent process on stdio: a trusted middleware, bound to no tenant, the only client."""
+def connection_session() -> str:
+    """A new session id for one connection alone: random, so no other client can name it."""
+    return f"connection-{secrets.token_urlsafe(18)}"
+
+
+def stdio_caller(session: str | None) -> Caller:
+    """The parent process on stdio: a trusted middleware, bound to no tenant, the only client.
+
+    Its calls that name no session land in `session`: one made by
+    `connection_session` for this connection alone, or one the operator named
+    (``serve --session``) to share on purpose. ``None`` leaves them to the
+    context policy (``--require-session`` refuses them).
+    """
+    return Caller("stdio", transport_session=session, sole_client=True)
 
 
 class CallTarget(Protocol):
@@ -138,15 +175,16 @@ def _version() -> str:
 
 
 END_SESSION: Final = "session__end"
-"""The tool that ends the call's own session: its actors stop and its stored state goes."""
+"""The tool that ends the caller's own session: its actors stop and its stored state goes.
+Listed only when the operator enables it (``allow_end_session``)."""
 _NO_ARGUMENTS: Final = {"type": "object", "properties": {}, "additionalProperties": False}
 _END_SESSION_SERVICE: Final = ServiceInfo("session", "end", BackendType.BUILTIN)
 _END_SESSION_TOOL: Final = types.Tool(
     name=END_SESSION,
     description=(
-        "End this conversation's session for good: stop its state in every module and delete "
+        "End this connection's session for good: stop its state in every module and delete "
         "what is stored for it (goals, playbooks, documents, workspace files and processes). "
-        "Only the session this call belongs to is ended."
+        "Only this connection's own session is ended; it takes no session id."
     ),
     input_schema=_NO_ARGUMENTS,
     output_schema={
@@ -163,7 +201,7 @@ _END_SESSION_TOOL: Final = types.Tool(
 )
 
 
-def _tool_list(registry: Registry) -> types.ListToolsResult:
+def _tool_list(registry: Registry, *, end_session: bool) -> types.ListToolsResult:
     if END_SESSION in {tool.full_name for tool in registry.tools()}:
         msg = f"a module's tool is named {END_SESSION!r}, which the MCP server keeps for itself"
         raise ValueError(msg)
@@ -178,7 +216,7 @@ def _tool_list(registry: Registry) -> types.ListToolsResult:
         )
         for tool in registry.tools()
     ]
-    return types.ListToolsResult(tools=[*tools, _END_SESSION_TOOL])
+    return types.ListToolsResult(tools=[*tools, _END_SESSION_TOOL] if end_session else tools)
 
 
 def _annotations(tool: Tool) -> types.ToolAnnotations | None:
@@ -309,8 +347,16 @@ class McpAdapter:
     """Serves a `Runtime`'s tools through the SDK's low-level MCP ``Server``.
 
     `identify` tells, for each request, who the caller is (see `Caller`); the
-    default treats every request as coming from the trusted stdio parent.
-    One adapter can serve any number of connections at once.
+    default treats every request as coming from one trusted client, the stdio
+    parent, whose calls that name no session land in one session private to
+    this adapter. One adapter can serve any number of connections at once:
+    give it an `identify` that tells them apart.
+
+    With `end_connection_sessions`, a connection's own session (the one its
+    calls land in by default, see `Caller.default_session`) is ended when the
+    connection closes: nobody else can name it, so what it holds would only
+    pile up. With `allow_end_session`, ``session__end`` is listed and lets a
+    client end its own session.
     """
 
     def __init__(
@@ -319,18 +365,26 @@ class McpAdapter:
         *,
         identify: Callable[[ServerRequestContext[Any, Any]], Caller] | None = None,
         observer: Observer | None = None,
+        allow_end_session: bool = False,
+        end_connection_sessions: bool = False,
     ) -> None:
         self._runtime = runtime
         # Told of the calls refused here, before the runtime sees them (the runtime
         # reports the rest to its own observer: pass the same one to both).
         self._observer = observer
-        self._identify = identify or (lambda _ctx: STDIO_CALLER)
+        if identify is None:
+            sole = stdio_caller(connection_session())
+            identify = lambda _ctx: sole  # noqa: E731 -- one caller for every request
+        self._identify = identify
         self._policy = runtime.config.policy
-        self._tools = _tool_list(runtime.registry)
+        self._allow_end_session = allow_end_session
+        self._end_connection_sessions = end_connection_sessions
+        self._tools = _tool_list(runtime.registry, end_session=allow_end_session)
         self._closing = False
         self._in_flight = 0
         self._idle = anyio.Event()
         self._idle.set()
+        self._last_request = -math.inf
         self.server: Final[Server[Any]] = Server(
             SERVER_NAME,
             version=_version(),
@@ -355,16 +409,31 @@ class McpAdapter:
         while self._in_flight:
             await self._idle.wait()
 
+    async def wait_quiet(self, quiet: float) -> None:
+        """Return once no call is in flight and no request came for `quiet` seconds.
+
+        A client sends requests around its last call (the SDK's client lists
+        the tools to check a result against its output schema): a server that
+        stops draining only after a quiet spell still answers them.
+        """
+        while True:
+            await self.wait_idle()
+            remaining = self._last_request + quiet - anyio.current_time()
+            if remaining <= 0 and not self._in_flight:
+                return
+            await anyio.sleep(max(remaining, 0.0))
+
     # ---- handlers -------------------------------------------------------------
 
     async def _list_tools(
         self, _ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        self._last_request = anyio.current_time()
         return self._tools
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
         if name == END_SESSION:
-            return _NO_ARGUMENTS
+            return _NO_ARGUMENTS if self._allow_end_session else None
         try:
             return self._runtime.registry.resolve(name).signature.input_schema
         except UnknownToolError:
@@ -377,7 +446,7 @@ class McpAdapter:
         call = {"name": params.name, "arguments": params.arguments, "_meta": params.meta}
         self._enter()
         try:
-            report = await self._run(call, attempt, ctx.session)
+            report = await self._run(call, attempt, ctx)
         except Exception:
             # A bug here, not the caller's fault: keep the details in the log.
             attempt.outcome = "internal_error"
@@ -394,15 +463,15 @@ class McpAdapter:
     # ---- one call -------------------------------------------------------------
 
     async def _run(
-        self, call: dict[str, Any], attempt: _Attempt, session: ServerSession
+        self, call: dict[str, Any], attempt: _Attempt, ctx: ServerRequestContext[Any, Any]
     ) -> _Report:
         """Apply the caller's rules, run the call, and record in `attempt` how it ended."""
         if self._closing:
             attempt.outcome = "shutting_down"
             self._refused(None, attempt.outcome)
-            text = "the server is shutting down and takes no new calls; retry once it is back"
+            text = "the server is stopping and takes no new calls; retry once it is back"
             return _Report(CallResult.error(text))
-        if call["name"] == END_SESSION:
+        if call["name"] == END_SESSION and self._allow_end_session:
             return await self._end_session(call, attempt)
         try:
             # First, so that an unknown tool is the same JSON-RPC error whatever
@@ -418,11 +487,13 @@ class McpAdapter:
             self._refused(tool.full_name, outcome_of(exc))
             return self._refusal(exc, tool, attempt)
         attempt.context = prepared.context
+        if self._end_connection_sessions:
+            self._end_with_connection(ctx, prepared.context.session_id, attempt.caller)
         try:
             if tool.signature.progress_parameter is None:
                 result = await self._runtime.run(prepared)
             else:
-                result = await self._run_reporting(prepared, session)
+                result = await self._run_reporting(prepared, ctx.session)
         except RuntimeCallError as exc:
             return self._refusal(exc, tool, attempt)
         attempt.outcome = "tool_error" if result.is_error else "ok"
@@ -453,8 +524,39 @@ class McpAdapter:
         if self._observer is not None:
             self._observer.call_refused(tool, outcome)
 
+    def _end_with_connection(
+        self, ctx: ServerRequestContext[Any, Any], session: str, caller: Caller
+    ) -> None:
+        """Have the connection's closing end `session`, if it is the connection's own."""
+        if caller.transport_session is None or session != caller.default_session(self._policy):
+            return
+        connection = _connection_of(ctx)
+        if connection.state.get(_ENDS_WITH_CONNECTION) == session:
+            return
+        connection.state[_ENDS_WITH_CONNECTION] = session
+        connection.exit_stack.push_async_callback(self._end_connection_session, session)
+
+    async def _end_connection_session(self, session: str) -> None:
+        """End the session of a connection that closed; only a note in the log if it cannot.
+
+        The SDK runs this shielded and bounded (a few seconds): a session whose
+        calls outlast that, or whose store is down, is left to the retention.
+        """
+        try:
+            deleted = await self._runtime.end_session(session)
+        except (RuntimeCallError, StoreError) as exc:
+            logger.warning(
+                "the connection of session %r closed; ending it failed: %s", session, exc
+            )
+            return
+        logger.info(
+            "the connection of session %r closed: ended it (%d stored item(s) deleted)",
+            session,
+            deleted,
+        )
+
     async def _end_session(self, call: dict[str, Any], attempt: _Attempt) -> _Report:
-        """End the call's own session, under the same rules as any call of the caller."""
+        """End the caller's own session: the one its calls land in when they name none."""
         try:
             parsed = parse_call(call, self._policy, attempt.caller)
             attempt.context = parsed.context
@@ -463,6 +565,9 @@ class McpAdapter:
                 msg = f"{END_SESSION} takes no arguments, got {names}"
                 raise ArgumentsError(msg)
             session = parsed.context.session_id
+            own = _own_session(attempt.caller, self._policy)
+            if session != own:
+                raise ContextError(_not_own_session(session, own))
             deleted = await self._runtime.end_session(session)
         except (ProtocolError, RuntimeCallError) as exc:
             attempt.outcome = outcome_of(exc)
@@ -485,6 +590,41 @@ class McpAdapter:
         self._in_flight -= 1
         if not self._in_flight:
             self._idle.set()
+
+
+_ENDS_WITH_CONNECTION: Final = "mcp-actors/session-ends-with-connection"
+"""Where a connection's state notes that its closing will end its own session."""
+
+
+def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
+    """The SDK's `Connection` a request came on.
+
+    Its ``exit_stack`` is where the SDK has per-connection cleanup pushed; this
+    SDK version hands a low-level handler the connection only through the
+    request's session (`tests/test_connection_sessions.py` fails if that changes).
+    """
+    return ctx.session._connection
+
+
+def _own_session(caller: Caller, policy: ContextPolicy) -> str | None:
+    """The session `caller`'s calls land in when they name none; None if there is none."""
+    try:
+        return caller.default_session(policy)
+    except NoSessionError:
+        return None
+
+
+def _not_own_session(named: str, own: str | None) -> str:
+    if own is None:
+        return (
+            f"{END_SESSION} ends this connection's own session, and this connection has none "
+            "(it names a session in each call); the operator can end a session with "
+            "'mcp-actors state delete'"
+        )
+    return (
+        f"{END_SESSION} ends only this connection's own session ({own!r}), not {named!r}; "
+        "call it without a session id"
+    )
 
 
 def _describe(value: str | None) -> str:

@@ -7,10 +7,13 @@ import importlib
 import importlib.util
 import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
+
+from protocol import ContextError, extract_context
 
 from .._module import ToolModule
 from .._runtime import RuntimeConfig
@@ -41,6 +44,9 @@ DEFAULT_MODULES: Final = ("planning", "playbook_store", "content_store")
 KNOWN_MODULES: Final = (*DEFAULT_MODULES, "workspace")
 """Every built-in module ``serve`` can enable; ``workspace`` only with ``allow_exec``."""
 DEFAULT_MAX_REQUEST_BYTES: Final = 1024 * 1024
+_LABEL: Final = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+# A Host header's value: a DNS name or a bracketed IPv6 address, with an optional port.
+_HOST_NAME: Final = re.compile(rf"(?:(?:{_LABEL}\.)*{_LABEL}|\[[0-9a-f:.]+\])(?::[0-9]{{1,5}})?")
 LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
 """Host names (as in a URL) that always mean this machine."""
 # About 7 KB per idle context plus its state: a bound on memory a client cannot lift.
@@ -90,6 +96,12 @@ class ServeOptions:
     """Bearer token → the tenant it is bound to (``None``: any session). HTTP only."""
     allow_origins: tuple[str, ...] = ()
     """Browser origins allowed besides loopback ones. HTTP only."""
+    allow_hosts: tuple[str, ...] = ()
+    """``Host`` header values a loopback server accepts besides loopback names: the public
+    name of a reverse proxy that passes its own ``Host`` on. HTTP only."""
+    trusted_proxies: tuple[str, ...] = ()
+    """Addresses or networks (``10.0.0.0/8``) of reverse proxies whose ``X-Forwarded-For``
+    and ``X-Forwarded-Proto`` are believed; from anyone else they are ignored. HTTP only."""
     insecure: bool = False
     """Allow a non-loopback bind without tokens."""
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
@@ -108,6 +120,12 @@ class ServeOptions:
     """Where durable state is kept (`actors.store.open_store` URL); None: `default_state_url`."""
     metrics: bool = False
     """Serve Prometheus metrics at ``/metrics`` (the ``metrics`` extra)."""
+    session: str | None = None
+    """The session a stdio client's calls that name none land in, shared with every
+    server given the same name; ``None``: a session private to the connection, ended
+    with it. Stdio only."""
+    allow_end_session: bool = False
+    """List the ``session__end`` tool, which lets a client end its own session."""
     metrics_address: tuple[str, int] | None = None
     """``(host, port)`` of a listener of its own for ``/metrics``, ``/healthz`` and
     ``/readyz``, without tokens; ``None`` serves them on the HTTP listener."""
@@ -144,11 +162,22 @@ class ServeOptions:
         if not self.session_idle_timeout > 0:
             msg = f"--session-idle-timeout must be positive, got {self.session_idle_timeout}"
             raise ConfigurationError(msg)
+        self._check_session()
         if self.http is None:
-            if self.tokens or self.allow_origins or self.insecure:
-                msg = "--token, --tokens-file, --allow-origin and --insecure apply to --http only"
+            if (
+                self.tokens
+                or self.allow_origins
+                or self.insecure
+                or self.allow_hosts
+                or self.trusted_proxies
+            ):
+                msg = (
+                    "--token, --tokens-file, --allow-origin, --allow-host, --trusted-proxy and "
+                    "--insecure apply to --http only"
+                )
                 raise ConfigurationError(msg)
             return
+        self._check_proxy_options()
         host = self.http[0]
         if not is_loopback(host) and not self.tokens and not self.insecure:
             msg = (
@@ -157,6 +186,42 @@ class ServeOptions:
             )
             raise ConfigurationError(msg)
         self._check_shared_exec()
+
+    def _check_session(self) -> None:
+        if self.session is None:
+            return
+        if self.http is not None:
+            msg = (
+                "--session applies to stdio only: over HTTP each client's calls land in its own "
+                "Mcp-Session-Id, or name their session"
+            )
+            raise ConfigurationError(msg)
+        if self.runtime.policy.require_session:
+            msg = "--session names where calls without a session go; --require-session refuses them"
+            raise ConfigurationError(msg)
+        try:
+            extract_context({}, {"sessionId": self.session}, self.runtime.policy)
+        except ContextError as exc:
+            msg = f"--session: {exc}".replace("context field '_meta.sessionId' ", "")
+            raise ConfigurationError(msg) from None
+
+    def _check_proxy_options(self) -> None:
+        for host in self.allow_hosts:
+            if not _HOST_NAME.fullmatch(host):
+                msg = (
+                    f"--allow-host {host!r}: expected a host name as a Host header carries it, "
+                    "like mcp.example.com or mcp.example.com:8443"
+                )
+                raise ConfigurationError(msg)
+        for proxy in self.trusted_proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                msg = (
+                    f"--trusted-proxy {proxy!r}: expected an IP address or network, like "
+                    "127.0.0.1 or 10.0.0.0/8"
+                )
+                raise ConfigurationError(msg) from None
 
     def _check_metrics(self) -> None:
         if self.metrics_address is not None and not self.metrics:

@@ -30,15 +30,27 @@ Operators
 the process has an OpenTelemetry SDK configured. ``--log-format json`` writes
 one JSON object per log record (`actors.server._logs`).
 
+Sessions of their own
+---------------------
+A call that names no session lands in its connection's own session, never
+in one another connection reaches (invariant 11): over stdio, a session made
+for the connection (or the one ``--session`` names, shared on purpose); over
+HTTP, the client's ``Mcp-Session-Id``. A connection's own session ends with
+it: its actors stop and its stored state is deleted, since nobody else can
+name it. The log says at startup which rule is in force.
+
 Shutdown
 --------
 The first SIGINT or SIGTERM stops new calls (they get an ``isError``
-result), lets the calls in flight finish for up to ``shutdown_grace``
-seconds, then stops the transport; the runtime then stops every actor and
-runs every state's ``on_stop`` (the workspace's kills its processes). A
-second signal stops the transport at once. EOF on stdin ends a stdio server
-the same way: the calls read before it still get their replies, within the
-same grace (a client may close stdin right after its last request).
+result that says to retry), lets the calls in flight finish for up to
+``shutdown_grace`` seconds, goes on answering everything else until no
+request came for a moment (a client lists the tools right after a result, to
+check it against the tool's output schema), then stops the transport; the
+runtime then stops every actor and runs every state's ``on_stop`` (the
+workspace's kills its processes). A second signal stops the transport at
+once. EOF on stdin ends a stdio server the same way: the calls read before
+it still get their replies, within the same grace (a client may close stdin
+right after its last request).
 """
 
 from __future__ import annotations
@@ -47,16 +59,17 @@ import functools
 import importlib.util
 import logging
 import signal
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import attrs
 import trio
 
+from .._errors import RuntimeCallError
 from .._observe import Observer, Observers
 from .._runtime import open_runtime
-from ..store import open_store
-from ._http import http_bind, identify_http_caller, serve_http
-from ._mcp import McpAdapter
+from ..store import StoreError, open_store
+from ._http import http_adapter, http_bind, serve_http
+from ._mcp import McpAdapter, connection_session, stdio_caller
 from ._ops import OpsRoutes, Readiness, serve_asgi
 from ._options import build_modules, describe_tokens
 from ._stdio import serve_stdio
@@ -96,8 +109,17 @@ class _Shutdown:
                 self.hurry.cancel()
 
 
+DRAIN_QUIET: Final = 1.0
+"""Seconds without a request after which a draining server stops (calls answered first)."""
+_DRAIN_QUIET_LIMIT: Final = 5.0  # a client that never stops sending cannot hold the stop off
+
+
 async def _drain(shutdown: _Shutdown, adapter: McpAdapter, grace: float, stop: trio.Event) -> None:
-    """Once shutdown is requested, refuse new calls, wait for those in flight, then `stop`."""
+    """Once shutdown is requested, refuse new calls, wait for those in flight, then `stop`.
+
+    After the last call, the server goes on answering what clients send
+    around it (tools/list, ping) until they fall quiet.
+    """
     await shutdown.requested.wait()
     adapter.close()
     with trio.move_on_after(grace):
@@ -108,6 +130,9 @@ async def _drain(shutdown: _Shutdown, adapter: McpAdapter, grace: float, stop: t
             adapter.in_flight,
             grace,
         )
+    else:
+        with trio.move_on_after(_DRAIN_QUIET_LIMIT):
+            await adapter.wait_quiet(DRAIN_QUIET)
     stop.set()
 
 
@@ -143,12 +168,64 @@ def local_runtime(
 
 
 def _adapter(
-    runtime: CallTarget, options: ServeOptions, observer: Observer | None = None
+    runtime: CallTarget,
+    options: ServeOptions,
+    observer: Observer | None,
+    stdio_session: str | None,
 ) -> McpAdapter:
-    if options.http is None:
-        return McpAdapter(runtime, observer=observer)  # the stdio parent is a trusted middleware
-    identify = functools.partial(identify_http_caller, token_required=bool(options.tokens))
-    return McpAdapter(runtime, identify=identify, observer=observer)
+    if options.http is not None:
+        return http_adapter(runtime, options, observer)
+    caller = stdio_caller(stdio_session)  # the stdio parent is a trusted middleware
+    return McpAdapter(
+        runtime,
+        identify=lambda _ctx: caller,
+        observer=observer,
+        allow_end_session=options.allow_end_session,
+    )
+
+
+def _stdio_session(options: ServeOptions) -> str | None:
+    """The session a stdio client's calls land in when they name none."""
+    if options.http is not None or options.session is not None:
+        return options.session
+    if options.runtime.policy.require_session:
+        return None
+    return connection_session()
+
+
+def _session_rule(options: ServeOptions, stdio_session: str | None) -> str:
+    """Where a call that names no session lands, in words for the startup log."""
+    policy = options.runtime.policy
+    if options.http is not None:
+        fallback = (
+            "refused (--require-session)"
+            if policy.require_session
+            else f"a tenant token's bucket 'TENANT/{policy.default_session}', others refused"
+        )
+        return (
+            "the client's own HTTP session (its Mcp-Session-Id, ended when it closes); "
+            f"without one, {fallback}"
+        )
+    if stdio_session is None:
+        return "refused (--require-session)"
+    if options.session is not None:
+        return f"session {options.session!r} (--session), shared by every server given it"
+    return (
+        "a session private to this connection, ended when it closes "
+        "(--session NAME keeps one across restarts)"
+    )
+
+
+async def _end_private_session(runtime: CallTarget, session: str, bound: float) -> None:
+    """End the stdio connection's own session once the transport has stopped."""
+    # Shielded: this runs on the way out, also after a second signal cut the transport.
+    with trio.CancelScope(shield=True), trio.move_on_after(bound):
+        try:
+            deleted = await runtime.end_session(session)
+        except (RuntimeCallError, StoreError) as exc:
+            logger.warning("ending this connection's session failed: %s", exc)
+            return
+        logger.info("connection closed: its session ended (%d stored item(s) deleted)", deleted)
 
 
 def _observer(metrics: PrometheusMetrics | None) -> Observer | None:
@@ -224,7 +301,9 @@ async def serve(options: ServeOptions, *, backend: Backend = local_runtime) -> N
                 logger.info("state: %s", store.url)
                 if options.http is not None:
                     logger.info("tokens: %s", describe_tokens(options.tokens))
-                adapter = _adapter(runtime, options, observer)
+                stdio_session = _stdio_session(options)
+                logger.info("calls that name no session: %s", _session_rule(options, stdio_session))
+                adapter = _adapter(runtime, options, observer, stdio_session)
                 if metrics is not None:
                     metrics.track_in_flight(lambda: adapter.in_flight)
                 stop = trio.Event()
@@ -233,6 +312,9 @@ async def serve(options: ServeOptions, *, backend: Backend = local_runtime) -> N
                 readiness = Readiness(store, shutdown.requested.is_set)
                 with shutdown.hurry:
                     await _serve_transport(adapter, options, stop, readiness, metrics)
+                if stdio_session is not None and options.session is None:
+                    grace = options.runtime.shutdown_grace + options.runtime.stop_timeout
+                    await _end_private_session(runtime, stdio_session, grace)
                 logger.info("transport stopped; stopping actors")
             watchers.cancel_scope.cancel()
     logger.info("stopped")
