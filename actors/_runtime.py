@@ -188,7 +188,8 @@ class RuntimeConfig:
     policy: ContextPolicy = DEFAULT_POLICY
     """How context fields are checked (lenient default session, or strict)."""
     state_retention: float | None = attrs.field(default=30 * 24 * 3600.0, validator=_positive)
-    """Stored state not written for this many seconds is deleted (with a store); None keeps it."""
+    """Stored state neither written nor used (loaded, or held by a live actor) for this many
+    seconds is deleted (with a store); None keeps it."""
 
 
 @final
@@ -254,7 +255,7 @@ class _Counters:
 
 _Outcome = CallResult | RuntimeCallError
 _WRITE_ATTEMPTS = 3  # runs of one call whose write met another writer's change
-_SWEEP_INTERVAL = 3600.0  # seconds between retention sweeps, at most
+_MARK_INTERVAL = 900.0  # seconds between two markings of the stored states in use, at most
 
 
 @attrs.define(eq=False)
@@ -461,6 +462,8 @@ class Runtime:
         self._held: dict[str, int] = {}  # tenant -> actors holding a state, under a cap
         self._peak = 0  # most actors running since the tables were last rebuilt
         self._live_keys: set[ActorKey] = set()  # keys with a state, kept by the actor tasks
+        self._loaded: set[ActorKey] = set()  # stored states loaded since the last sweep
+        self._marks_use = store is not None
         self._counters = _Counters()
         self._closing = False
         self._defaulted_tools: set[str] = set()  # tools called without a session so far
@@ -820,6 +823,8 @@ class Runtime:
             await self._activate(actor)
             await keeper.start()
             started = True
+            if self._marks_use and keeper.version is not None:
+                self._loaded.add(key)  # a stored state read: used, for the retention
             if self._observer is not None:
                 self._observer.actor_started(key)
             await run_hook(getattr(keeper.state, "on_start", None))
@@ -1205,19 +1210,34 @@ class Runtime:
             if not self._ending[session_id]:
                 del self._ending[session_id]
 
-    async def _sweep(self, retention: float) -> None:
-        """Delete stored state not written for `retention` seconds, now and then."""
+    async def _keep_used(self, retention: float | None) -> None:
+        """Mark the stored states in use as used, and sweep those unused for `retention`.
+
+        Every `_MARK_INTERVAL` at most (a quarter of the retention, if that is
+        shorter), the keys loaded since the last time and every key an actor
+        holds now are marked as used, in one statement, and then, with a
+        retention, what was neither written nor used for that long is deleted.
+        So a key read every day is never swept, nor one an actor here holds;
+        and since every runtime on the store marks its own keys as often, nor
+        one another process serves, as long as the retention is longer than
+        twice the interval (the command line's is given in days). If marking
+        fails, nothing is swept that round.
+        """
         assert self._store is not None
-        interval = min(retention / 2, _SWEEP_INTERVAL)
+        interval = _MARK_INTERVAL if retention is None else min(retention / 4, _MARK_INTERVAL)
         while True:
+            used, self._loaded = self._loaded | self._live_keys, set()
             try:
-                deleted = await self._store.sweep(retention)
+                if used:
+                    await self._store.touch(used)
+                deleted = 0 if retention is None else await self._store.sweep(retention)
             except StoreError as exc:
-                logger.error("retention sweep failed: %s", exc)
+                self._loaded |= used  # marked again next round
+                logger.error("marking stored state as used, or sweeping it, failed: %s", exc)
             else:
                 if deleted:
                     logger.info(
-                        "retention: deleted %d state(s) unwritten for %g s", deleted, retention
+                        "retention: deleted %d state(s) unused for %g s", deleted, retention
                     )
             await trio.sleep(interval)
 
@@ -1347,9 +1367,9 @@ async def open_runtime(
         runtime = Runtime(actors, registry, config, store, observer)
         reaper, sweeper = trio.CancelScope(), trio.CancelScope()
         nursery.start_soon(_run_in, reaper, runtime._reap, name="actors reaper")
-        if store is not None and config.state_retention is not None:
-            sweep = functools.partial(runtime._sweep, config.state_retention)
-            nursery.start_soon(_run_in, sweeper, sweep, name="actors retention sweep")
+        if store is not None:
+            keep = functools.partial(runtime._keep_used, config.state_retention)
+            nursery.start_soon(_run_in, sweeper, keep, name="actors retention")
         try:
             yield runtime
         except BaseException as exc:

@@ -155,9 +155,21 @@ class _CountingBackend:
         """See `SqliteBackend.delete_session`."""
         return self._inner.delete_session(session)
 
+    def touch(self, keys: Sequence[str], now: float) -> None:
+        """See `SqliteBackend.touch`."""
+        self._inner.touch(keys, now)
+
     def sweep(self, cutoff: float) -> int:
         """See `SqliteBackend.sweep`."""
         return self._inner.sweep(cutoff)
+
+    def entries(self, session: str | None, tenant: str | None) -> list[tuple[str, int, int, float]]:
+        """See `SqliteBackend.entries`."""
+        return self._inner.entries(session, tenant)
+
+    def delete(self, key: str) -> bool:
+        """See `SqliteBackend.delete`."""
+        return self._inner.delete(key)
 
     def close(self) -> None:
         """See `SqliteBackend.close`."""

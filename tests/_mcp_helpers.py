@@ -26,8 +26,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from actors import open_runtime
 from actors.server import MCP_PATH, http_app
-from actors.server._options import build_modules
 from actors.server._http import http_adapter
+from actors.server._options import build_modules
 from protocol import SERVICE_INFO_META_KEY
 
 if TYPE_CHECKING:

@@ -44,7 +44,7 @@ from protocol import ActorKey, CallResult, ToolContext
 from .test_runtime import Gate, Liveness, append, box_module
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Collection, Sequence
     from pathlib import Path
 
     from actors.store import StateStore
@@ -148,6 +148,9 @@ class FaultyStore:
 
     async def delete_session(self, session_id: str) -> int:
         return await self.inner.delete_session(session_id)
+
+    async def touch(self, keys: Collection[ActorKey]) -> None:
+        await self.inner.touch(keys)
 
     async def sweep(self, retention: float) -> int:
         return await self.inner.sweep(retention)
@@ -603,17 +606,107 @@ class TestHandOver:
 
 
 class TestRetention:
-    async def test_state_not_written_for_the_retention_is_deleted(self) -> None:
-        """The sweeper deletes a key left unwritten; a later activation starts it afresh."""
-        store = MemoryStore()
-        async with serving(store, state_retention=0.05) as runtime:
+    """State neither written nor used for the retention goes; state in use never does.
+
+    On trio's virtual clock (the store tells time by it too), so that days of
+    retention pass in an instant and no test waits for a machine's timing.
+    """
+
+    async def test_state_unused_for_the_retention_is_deleted_once_no_actor_holds_it(
+        self, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """The sweeper deletes a key nobody used; a later activation starts it afresh."""
+        store = MemoryStore(clock=trio.current_time)
+        async with serving(store, ttl=1.0, state_retention=10.0) as runtime:
             await add(runtime, "old")
-            with trio.fail_after(10):
-                # The store signals nothing, so polling is the way to see the sweep.
-                while await store.load(key()) is not None:  # noqa: ASYNC110
-                    await trio.sleep(0.01)
+            written = trio.current_time()
+            while await store.load(key()) is not None:  # noqa: ASYNC110 -- virtual time
+                await trio.sleep(1.0)
+            assert trio.current_time() - written >= 10.0
         async with serving(store) as runtime:
             assert await show(runtime) == []
+
+    async def test_the_key_of_a_live_actor_is_never_swept(
+        self, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """Written once, then only held (and read from memory) for ten retentions: kept."""
+        store = MemoryStore(clock=trio.current_time)
+        async with serving(store, ttl=1000.0, state_retention=10.0) as runtime:
+            await add(runtime, "kept")
+            for _ in range(10):
+                await trio.sleep(10.0)
+                assert await show(runtime) == ["kept"]
+            assert await stored_values(store) == ["kept"]
+
+    async def test_a_key_read_often_but_never_written_again_is_kept(
+        self, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """Each read loads it (its actor expired in between): a use, so it stays; then it goes."""
+        store = MemoryStore(clock=trio.current_time)
+        async with serving(store, ttl=1.0, state_retention=10.0) as runtime:
+            await add(runtime, "read daily")
+            for _ in range(20):
+                await trio.sleep(5.0)  # past the TTL: the next read loads it from the store
+                assert await show(runtime) == ["read daily"]
+            assert await stored_values(store) == ["read daily"]
+            last_read = trio.current_time()
+            while await store.load(key()) is not None:  # noqa: ASYNC110 -- virtual time
+                await trio.sleep(1.0)
+            assert trio.current_time() - last_read >= 10.0
+
+    async def test_a_key_another_runtime_serves_is_not_swept_by_this_one(
+        self, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """Two processes on one store: the one that sweeps never deletes what the other holds.
+
+        The holder keeps its state for ever, so it marks its keys at the longest
+        interval (15 minutes): a retention of twice that is safe.
+        """
+        store = MemoryStore(clock=trio.current_time)
+        async with serving(store, ttl=100_000.0, state_retention=None) as holder:
+            await add(holder, "held elsewhere")
+            async with serving(store, state_retention=1800.0):
+                await trio.sleep(20_000.0)
+                assert await stored_values(store) == ["held elsewhere"]
+            assert await show(holder) == ["held elsewhere"]
+
+    async def test_marking_fails_so_nothing_is_swept(
+        self, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """If the keys in use cannot be marked, the sweep that round does not run."""
+        store = UnmarkableStore(MemoryStore(clock=trio.current_time))
+        async with serving(store, ttl=1000.0, state_retention=10.0) as runtime:
+            await add(runtime, "kept")
+            await trio.sleep(100.0)
+            assert await show(runtime) == ["kept"]
+        assert store.sweeps == 0
+        assert await stored_values(store.inner) == ["kept"]
+
+
+@attrs.define(eq=False)
+class UnmarkableStore:
+    """A MemoryStore whose `touch` always fails, counting the sweeps that still ran."""
+
+    inner: MemoryStore
+    sweeps: int = 0
+    url: str = "memory"
+
+    async def load(self, key: ActorKey) -> Stored | None:
+        return await self.inner.load(key)
+
+    async def save(self, key: ActorKey, blob: bytes, expected: int | None) -> int:
+        return await self.inner.save(key, blob, expected)
+
+    async def delete_session(self, session_id: str) -> int:
+        return await self.inner.delete_session(session_id)
+
+    async def touch(self, keys: Collection[ActorKey]) -> None:
+        await trio.lowlevel.checkpoint()
+        raise StoreError("the disk is read-only (injected)")
+
+    async def sweep(self, retention: float) -> int:
+        self.sweeps += 1
+        return await self.inner.sweep(retention)
 
 
 def calls(tool: str, **arguments: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:

@@ -54,7 +54,7 @@ from . import _stateful_harness as harness
 from .test_builtin_stateful import MODULES, BuiltinsMachine, Call, calls
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator
+    from collections.abc import AsyncIterator, Callable, Collection, Iterator
     from contextlib import AbstractAsyncContextManager
 
     from actors import Runtime, RuntimeStatistics
@@ -214,6 +214,9 @@ class _DroppedSaves:
     async def delete_session(self, session_id: str) -> int:
         await trio.lowlevel.checkpoint()
         return 0
+
+    async def touch(self, keys: Collection[ActorKey]) -> None:
+        await trio.lowlevel.checkpoint()
 
     async def sweep(self, retention: float) -> int:
         await trio.lowlevel.checkpoint()

@@ -41,7 +41,7 @@ from ._postgres import (  # noqa: F401  (fixtures)
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Collection
 
     from actors import Runtime
     from actors.store import StateStore, Stored
@@ -226,6 +226,9 @@ class RivalBeforeEverySave:
 
     async def delete_session(self, session_id: str) -> int:
         return await self.store.delete_session(session_id)
+
+    async def touch(self, keys: Collection[ActorKey]) -> None:
+        await self.store.touch(keys)
 
     async def sweep(self, retention: float) -> int:
         return await self.store.sweep(retention)

@@ -169,6 +169,60 @@ class TestContract:
             assert await store.load(key("old")) is None
             assert await store.load(key("new")) is not None
 
+    async def test_a_touched_key_outlives_a_sweep_that_takes_an_untouched_one(
+        self, store_url: str
+    ) -> None:
+        """Marking a key as used moves its used_at, not its version; the sweep goes by it."""
+        async with opened(store_url) as store:
+            await store.save(key("read"), b"r", None)
+            await store.save(key("idle"), b"i", None)
+            await store.touch([key("nothing stored")])  # skipped, not an error
+            before = {entry.key: entry for entry in await store.entries()}
+            await trio.sleep(1.0)  # time.time() moves on, whatever the machine does
+            await store.touch([key("read")])
+            after = {entry.key: entry for entry in await store.entries()}
+            assert after[key("read")].used_at > before[key("read")].used_at
+            assert after[key("read")].version == before[key("read")].version == 1
+            assert after[key("idle")] == before[key("idle")]
+            # A cutoff halfway between the two: the idle key is older, the read one newer.
+            halfway = (after[key("read")].used_at + after[key("idle")].used_at) / 2
+            assert await store.sweep(time.time() - halfway) == 1
+            assert await store.load(key("idle")) is None
+            assert await store.load(key("read")) == Stored(1, b"r")
+
+    async def test_entries_list_a_session_or_a_tenant_exactly(self, store_url: str) -> None:
+        """A tenant is T and T/…, matched as text (no pattern); entries carry no blob."""
+        sessions = ["alpha", "alpha/one", "alpha/two", "alphabet", "alpha_/x", "beta/one", "%/x"]
+        async with opened(store_url) as store:
+            for session in sessions:
+                await store.save(key(session), session.encode() * 2, None)
+            await store.save(key("alpha/one", "content_store"), b"c", None)
+            tenant = [
+                (entry.key.module, entry.key.context.session_id, entry.size)
+                for entry in await store.entries(tenant="alpha")
+            ]
+            one = [entry.key for entry in await store.entries(session="alpha/one")]
+            wild = [entry.key for entry in await store.entries(tenant="%")]
+            everything = await store.entries()
+        assert sorted(tenant) == [
+            ("content_store", "alpha/one", 1),
+            ("planning", "alpha", 10),
+            ("planning", "alpha/one", 18),
+            ("planning", "alpha/two", 18),
+        ]
+        assert sorted(one, key=str) == [key("alpha/one", "content_store"), key("alpha/one")]
+        assert wild == [key("%/x")]
+        assert len(everything) == len(sessions) + 1
+
+    async def test_deleting_one_key_leaves_the_rest_of_its_session(self, store_url: str) -> None:
+        async with opened(store_url) as store:
+            await store.save(key("s1"), b"x", None)
+            await store.save(key("s1", "content_store"), b"y", None)
+            assert await store.delete(key("s1")) is True
+            assert await store.delete(key("s1")) is False
+            assert await store.load(key("s1")) is None
+            assert await store.load(key("s1", "content_store")) == Stored(1, b"y")
+
     async def test_blobs_of_any_bytes_round_trip(self, store_url: str) -> None:
         """Every byte value, NUL included, in a blob of a mebibyte: loaded as saved."""
         blob = bytes(range(256)) * 4096

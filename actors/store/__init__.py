@@ -11,6 +11,7 @@ keys. Saves waiting together are committed together (group commit).
 
 from ._base import StateStore as StateStore
 from ._base import Stored as Stored
+from ._base import StoredEntry as StoredEntry
 from ._base import StoreError as StoreError
 from ._base import VersionConflict as VersionConflict
 from ._memory import MemoryStore as MemoryStore

@@ -9,7 +9,13 @@ reason about:
   and nothing is written. This is the fence that makes one writer per key
   certain even when two processes both believe they own it;
 * ``delete_session(session_id)`` removes every key of a session;
-* ``sweep(retention)`` removes every key not written for ``retention`` seconds.
+* ``touch(keys)`` marks keys as used now, and ``sweep(retention)`` removes
+  every key neither written nor marked for ``retention`` seconds: a key's
+  ``used_at`` is the later of the two. The runtime marks the keys it loads
+  and those its actors hold now and then, so a key read every day is never
+  swept, nor one that any process serves (see `actors.Runtime`);
+* ``entries(session=…, tenant=…)`` lists what is stored (no blobs), and
+  ``delete(key)`` removes one key: what an operator looks at and repairs.
 
 A store raises `StoreError` (or `VersionConflict`) and nothing else; a save
 that raises was not acknowledged, whether or not it reached the disk.
@@ -19,19 +25,24 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Protocol, final
+from typing import TYPE_CHECKING, Protocol, final
 
 import attrs
 
-from protocol import ActorKey, ToolContext
+from protocol import TENANT_SEPARATOR, ActorKey, ToolContext
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
 
 __all__ = [
     "StateStore",
     "StoreError",
     "Stored",
+    "StoredEntry",
     "VersionConflict",
     "decode_key",
     "encode_key",
+    "in_scope",
 ]
 
 
@@ -52,6 +63,19 @@ class VersionConflict(StoreError):
             f"state of {key} changed under this writer: expected {expected_text}, "
             f"found {found_text}; another process owns the key now"
         )
+
+
+@final
+@attrs.frozen
+class StoredEntry:
+    """What the store knows of one key, without its blob."""
+
+    key: ActorKey
+    version: int
+    size: int
+    """The blob's length in bytes."""
+    used_at: float
+    """When the key was last written or marked as used (seconds since the epoch)."""
 
 
 @final
@@ -89,8 +113,23 @@ class StateStore(Protocol):
         """Delete every key of `session_id`, in every module; return how many."""
         ...
 
+    async def touch(self, keys: Collection[ActorKey]) -> None:
+        """Mark `keys` as used now, so that a sweep keeps them; keys not stored are skipped."""
+        ...
+
     async def sweep(self, retention: float) -> int:
-        """Delete the keys not written for `retention` seconds; return how many."""
+        """Delete the keys neither written nor used for `retention` seconds; return how many."""
+        ...
+
+    async def entries(
+        self, *, session: str | None = None, tenant: str | None = None
+    ) -> list[StoredEntry]:
+        """What is stored for `session`, or for `tenant`'s sessions (``T`` and ``T/…``), or
+        everything when both are None; in key order."""
+        ...
+
+    async def delete(self, key: ActorKey) -> bool:
+        """Delete one key; whether it was stored."""
         ...
 
 
@@ -109,3 +148,12 @@ def decode_key(text: str) -> ActorKey:
     """The inverse of `encode_key`."""
     module, session, assistant, thread = json.loads(text)
     return ActorKey(module, ToolContext(session, assistant, thread))
+
+
+def in_scope(session: str, *, only: str | None, tenant: str | None) -> bool:
+    """Whether `session` is the one `only` names, or one of `tenant`'s; any without either."""
+    if only is not None:
+        return session == only
+    if tenant is not None:
+        return session == tenant or session.startswith(tenant + TENANT_SEPARATOR)
+    return True

@@ -23,14 +23,16 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar, final
 import attrs
 import trio
 
-from ._base import Stored, StoreError, VersionConflict, encode_key
+from protocol import TENANT_SEPARATOR
+
+from ._base import Stored, StoredEntry, StoreError, VersionConflict, decode_key, encode_key
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Sequence
+    from collections.abc import AsyncIterator, Callable, Collection, Sequence
 
     from protocol import ActorKey
 
-__all__ = ["Backend", "Conflict", "Write", "open_batched"]
+__all__ = ["Backend", "Conflict", "Write", "open_batched", "scope_clause"]
 
 _MAX_BATCH: Final = 1000  # bounds one transaction's size and one thread hop's latency
 
@@ -78,13 +80,42 @@ class Backend(Protocol):
         """Delete every key of `session`; how many."""
         ...
 
+    def touch(self, keys: Sequence[str], now: float) -> None:
+        """Set the `used_at` of each of `keys` that is stored to `now`."""
+        ...
+
     def sweep(self, cutoff: float) -> int:
-        """Delete every key written before `cutoff` (seconds since the epoch); how many."""
+        """Delete every key last written or used before `cutoff` (seconds since the epoch)."""
+        ...
+
+    def entries(self, session: str | None, tenant: str | None) -> list[tuple[str, int, int, float]]:
+        """(key, version, blob size, used at) of `session`'s keys, or `tenant`'s, or all."""
+        ...
+
+    def delete(self, key: str) -> bool:
+        """Delete one key; whether it was stored."""
         ...
 
     def close(self) -> None:
         """Release the connections."""
         ...
+
+
+def scope_clause(
+    session: str | None, tenant: str | None, *, mark: str, prefix_of: str
+) -> tuple[str, tuple[str | int, ...]]:
+    """The WHERE clause (and its arguments) for one session, a tenant's sessions, or all.
+
+    `mark` is the driver's parameter mark; `prefix_of` the SQL that takes the
+    first characters of ``session`` (its length a parameter). No LIKE: a
+    tenant's ``_`` would match any character.
+    """
+    if session is not None:
+        return f" WHERE session = {mark}", (session,)
+    if tenant is not None:
+        prefix = tenant + TENANT_SEPARATOR
+        return f" WHERE session = {mark} OR {prefix_of} = {mark}", (tenant, len(prefix), prefix)
+    return "", ()
 
 
 @attrs.define(eq=False)
@@ -197,14 +228,35 @@ class BatchedStore:
         """Delete every key of `session_id`; how many."""
         return await self._admin_call("delete_session", self._backend.delete_session, session_id)
 
+    async def touch(self, keys: Collection[ActorKey]) -> None:
+        """Mark `keys` as used now."""
+        encoded = [encode_key(key) for key in keys]
+        await self._admin_call("touch", self._backend.touch, encoded, time.time())
+
     async def sweep(self, retention: float) -> int:
-        """Delete the keys not written for `retention` seconds; how many."""
+        """Delete the keys neither written nor used for `retention` seconds; how many."""
         cutoff = time.time() - retention
         return await self._admin_call("sweep", self._backend.sweep, cutoff)
 
-    async def _admin_call(self, what: str, call: Callable[[Any], int], argument: Any) -> int:
+    async def entries(
+        self, *, session: str | None = None, tenant: str | None = None
+    ) -> list[StoredEntry]:
+        """What is stored for `session` or `tenant` (everything without either)."""
+        rows = await self._admin_call("listing", self._backend.entries, session, tenant)
+        return [
+            StoredEntry(decode_key(key), version, size, used_at)
+            for key, version, size, used_at in rows
+        ]
+
+    async def delete(self, key: ActorKey) -> bool:
+        """Delete one key; whether it was stored."""
+        return await self._admin_call("delete", self._backend.delete, encode_key(key))
+
+    async def _admin_call(
+        self, what: str, call: Callable[..., ResultT], *arguments: Any
+    ) -> ResultT:
         try:
-            return await trio.to_thread.run_sync(call, argument, limiter=self._admin)
+            return await trio.to_thread.run_sync(call, *arguments, limiter=self._admin)
         except StoreError:
             raise
         except Exception as exc:

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, final
 
 import trio
 
-from ._base import Stored, VersionConflict
+from ._base import Stored, StoredEntry, VersionConflict, encode_key, in_scope
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Collection
+
     from protocol import ActorKey
 
 __all__ = ["MemoryStore"]
@@ -25,8 +27,11 @@ class MemoryStore:
 
     url = "memory"
 
-    def __init__(self) -> None:
-        self._states: dict[ActorKey, tuple[Stored, float]] = {}
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        """`clock` tells the time in seconds; tests on trio's virtual clock pass
+        ``trio.current_time`` so that retention runs on it too."""
+        self._clock = clock
+        self._states: dict[ActorKey, tuple[Stored, float]] = {}  # key -> (state, used at)
 
     async def load(self, key: ActorKey) -> Stored | None:
         """The key's stored state, or ``None``."""
@@ -42,7 +47,7 @@ class MemoryStore:
         if found != expected:
             raise VersionConflict(key, expected, found)
         version = 1 if found is None else found + 1
-        self._states[key] = (Stored(version, blob), time.time())
+        self._states[key] = (Stored(version, blob), self._clock())
         return version
 
     async def delete_session(self, session_id: str) -> int:
@@ -53,11 +58,37 @@ class MemoryStore:
             del self._states[key]
         return len(doomed)
 
-    async def sweep(self, retention: float) -> int:
-        """Delete the keys not written for `retention` seconds; how many."""
+    async def touch(self, keys: Collection[ActorKey]) -> None:
+        """Mark `keys` as used now."""
         await trio.lowlevel.checkpoint()
-        cutoff = time.time() - retention
-        doomed = [key for key, (_stored, written) in self._states.items() if written < cutoff]
+        now = self._clock()
+        for key in keys:
+            entry = self._states.get(key)
+            if entry is not None:
+                self._states[key] = (entry[0], now)
+
+    async def sweep(self, retention: float) -> int:
+        """Delete the keys neither written nor used for `retention` seconds; how many."""
+        await trio.lowlevel.checkpoint()
+        cutoff = self._clock() - retention
+        doomed = [key for key, (_stored, used) in self._states.items() if used < cutoff]
         for key in doomed:
             del self._states[key]
         return len(doomed)
+
+    async def entries(
+        self, *, session: str | None = None, tenant: str | None = None
+    ) -> list[StoredEntry]:
+        """What is stored for `session` or `tenant` (everything without either)."""
+        await trio.lowlevel.checkpoint()
+        found = [
+            StoredEntry(key, stored.version, len(stored.blob), used)
+            for key, (stored, used) in self._states.items()
+            if in_scope(key.context.session_id, only=session, tenant=tenant)
+        ]
+        return sorted(found, key=lambda entry: encode_key(entry.key))
+
+    async def delete(self, key: ActorKey) -> bool:
+        """Delete one key; whether it was stored."""
+        await trio.lowlevel.checkpoint()
+        return self._states.pop(key, None) is not None

@@ -29,7 +29,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ._base import StoreError
-from ._batched import Conflict
+from ._batched import Conflict, scope_clause
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -69,6 +69,8 @@ _UPDATE: Final = (
 _SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword"})
 _LOAD: Final = "SELECT key, version, blob FROM actor_state WHERE key = ANY(%s)"
 _VERSIONS: Final = "SELECT key, version FROM actor_state WHERE key = ANY(%s)"
+_TOUCH: Final = "UPDATE actor_state SET updated_at = %s WHERE key = ANY(%s)"
+_ENTRIES: Final = "SELECT key, version, octet_length(blob), updated_at FROM actor_state"
 
 
 @final
@@ -110,9 +112,25 @@ class PostgresBackend:
         """Delete every key of `session`."""
         return self._delete("delete_session", "DELETE FROM actor_state WHERE session = %s", session)
 
+    def touch(self, keys: Sequence[str], now: float) -> None:
+        """Set the `used_at` of each of `keys` that is stored to `now`."""
+        with self._reported(f"touch failed in {self.url}"):
+            self._admin.connection().execute(_TOUCH, (now, list(keys)))
+
     def sweep(self, cutoff: float) -> int:
-        """Delete every key written before `cutoff`."""
+        """Delete every key last written or used before `cutoff`."""
         return self._delete("sweep", "DELETE FROM actor_state WHERE updated_at < %s", cutoff)
+
+    def entries(self, session: str | None, tenant: str | None) -> list[tuple[str, int, int, float]]:
+        """(key, version, size, used at) of `session`'s keys, or `tenant`'s, or all."""
+        where, arguments = scope_clause(session, tenant, mark="%s", prefix_of="left(session, %s)")
+        statement = f'{_ENTRIES}{where} ORDER BY key COLLATE "C"'
+        with self._reported(f"listing failed in {self.url}"):
+            return self._admin.connection().execute(statement, arguments).fetchall()
+
+    def delete(self, key: str) -> bool:
+        """Delete one key; whether it was stored."""
+        return self._delete("delete", "DELETE FROM actor_state WHERE key = %s", key) == 1
 
     def _delete(self, what: str, statement: str, argument: str | float) -> int:
         with self._reported(f"{what} failed in {self.url}"):

@@ -21,10 +21,10 @@ import sqlite3
 from typing import TYPE_CHECKING, Final, final
 
 from ._base import StoreError
-from ._batched import Conflict
+from ._batched import Conflict, scope_clause
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
     from pathlib import Path
 
     from ._batched import Write
@@ -173,15 +173,48 @@ class SqliteBackend:
         """Delete every key of `session`."""
         return self._delete("DELETE FROM actor_state WHERE session = ?", session)
 
+    def touch(self, keys: Sequence[str], now: float) -> None:
+        """Set the `used_at` of each of `keys` that is stored to `now`."""
+        with self._maintenance() as connection:
+            for start in range(0, len(keys), _LOAD_CHUNK):
+                chunk = keys[start : start + _LOAD_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                connection.execute(
+                    f"UPDATE actor_state SET updated_at = ? WHERE key IN ({marks})", (now, *chunk)
+                )
+
     def sweep(self, cutoff: float) -> int:
-        """Delete every key written before `cutoff`."""
+        """Delete every key last written or used before `cutoff`."""
         return self._delete("DELETE FROM actor_state WHERE updated_at < ?", cutoff)
 
+    def entries(self, session: str | None, tenant: str | None) -> list[tuple[str, int, int, float]]:
+        """(key, version, size, used at) of `session`'s keys, or `tenant`'s, or all."""
+        where, arguments = scope_clause(
+            session, tenant, mark="?", prefix_of="substr(session, 1, ?)"
+        )
+        with self._maintenance() as connection:
+            return list(
+                connection.execute(
+                    "SELECT key, version, length(blob), updated_at FROM actor_state"
+                    f"{where} ORDER BY key",
+                    arguments,
+                )
+            )
+
+    def delete(self, key: str) -> bool:
+        """Delete one key; whether it was stored."""
+        return self._delete("DELETE FROM actor_state WHERE key = ?", key) == 1
+
     def _delete(self, statement: str, argument: str | float) -> int:
+        with self._maintenance() as connection:
+            return connection.execute(statement, (argument,)).rowcount
+
+    @contextlib.contextmanager
+    def _maintenance(self) -> Iterator[sqlite3.Connection]:
         # Rare, and may run beside a load or a commit: a connection of its own.
         connection = _connect(self._path)
         try:
-            return connection.execute(statement, (argument,)).rowcount
+            yield connection
         finally:
             connection.close()
 
