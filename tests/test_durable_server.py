@@ -246,6 +246,10 @@ def _a_file_where_the_folder_goes(root: Path) -> Path:
     return root / "blocker" / "state.db"
 
 
+def _a_folder_that_does_not_exist(root: Path) -> Path:
+    return root / "nowhere" / "state.db"  # a typo: only the default path makes folders
+
+
 def _a_folder_where_the_file_goes(root: Path) -> Path:
     path = root / "state.db"
     path.mkdir()
@@ -274,6 +278,11 @@ async def _serve_exit(*args: str) -> tuple[int, str]:
         (_not_a_database, r"file is not a database"),
         (_a_file_where_the_folder_goes, r".*/blocker is not a folder: a file stands where it .*"),
         (_a_folder_where_the_file_goes, r".*/state\.db is not a file \(a folder stands there\)"),
+        (
+            _a_folder_that_does_not_exist,
+            r"the folder .*/nowhere does not exist \(is the path right\?\); create it first, "
+            r"or name a file in an existing folder",
+        ),
     ],
 )
 async def test_a_state_file_that_cannot_be_used_is_refused_and_left_as_it_was(

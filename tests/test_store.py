@@ -276,17 +276,37 @@ class TestSqlite:
     async def test_a_new_file_and_its_folders_are_private(self, tmp_path: Path) -> None:
         """Every session's state is in the file: only this user may read it, or its log."""
         path = tmp_path / "new" / "state.db"
-        async with opened(f"sqlite:///{path}") as store:
+        async with open_store(f"sqlite:///{path}", create="folders") as store:
             await store.save(key(), b"x", None)
             modes = {p.name: p.stat().st_mode & 0o777 for p in path.parent.iterdir()}
         assert (path.parent.stat().st_mode & 0o777) == 0o700
         assert modes["state.db"] == 0o600
         assert modes.get("state.db-wal", 0o600) == 0o600
 
-    async def test_the_folders_of_a_new_file_are_made(self, tmp_path: Path) -> None:
-        async with opened(f"sqlite:///{tmp_path / 'a' / 'b' / 'state.db'}") as store:
+    async def test_the_folders_of_a_new_file_are_made_only_when_asked(self, tmp_path: Path) -> None:
+        """By default a missing folder is a typo named in the error, and nothing is made."""
+        url = f"sqlite:///{tmp_path / 'a' / 'b' / 'state.db'}"
+        with pytest.raises(
+            StoreError,
+            match=rf"^cannot open the state store {re.escape(url)}: the folder "
+            rf"{re.escape(str(tmp_path / 'a' / 'b'))} does not exist \(is the path right\?\)",
+        ):
+            async with opened(url):
+                pass
+        assert not (tmp_path / "a").exists()
+        async with open_store(url, create="folders") as store:
             await store.save(key(), b"x", None)
         assert (tmp_path / "a" / "b" / "state.db").is_file()
+
+    async def test_a_missing_file_is_an_error_when_nothing_may_be_made(
+        self, tmp_path: Path
+    ) -> None:
+        """What an operator's tool opens to read must be there; it makes no empty store."""
+        path = tmp_path / "state.db"
+        with pytest.raises(StoreError, match=r": there is no state store at .*state\.db"):
+            async with open_store(f"sqlite:///{path}", create="nothing"):
+                pass
+        assert not path.exists()
 
     async def test_a_file_that_is_not_a_database_is_a_clear_error(self, tmp_path: Path) -> None:
         path = tmp_path / "state.db"

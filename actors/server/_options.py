@@ -26,6 +26,8 @@ from ._stdio import DEFAULT_MAX_IN_FLIGHT
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ..store import Creation
+
 __all__ = [
     "DEFAULT_MODULES",
     "DEFAULT_RUNTIME",
@@ -259,6 +261,11 @@ class ServeOptions:
     def state_url(self) -> str:
         """The store to open: `state`, or the SQLite file in the user's state directory."""
         return default_state_url() if self.state is None else self.state
+
+    @property
+    def state_creation(self) -> Creation:
+        """What opening the store may make: the default file's folders too, else the file."""
+        return "folders" if self.state is None else "file"
 
     def _check_workspace(self) -> None:
         """Build the workspace once, so that an allowed program not on PATH is refused now."""

@@ -294,7 +294,7 @@ async def serve(options: ServeOptions, *, backend: Backend = local_runtime) -> N
             metrics = _metrics(options)
             observer = _observer(metrics)
             async with (
-                open_store(options.state_url) as store,
+                open_store(options.state_url, create=options.state_creation) as store,
                 backend(options, store, observer, metrics) as runtime,
             ):
                 logger.info("modules: %s", ", ".join(runtime.registry.modules))

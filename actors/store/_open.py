@@ -5,7 +5,7 @@ from __future__ import annotations
 import urllib.parse
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import trio
 
@@ -19,27 +19,34 @@ if TYPE_CHECKING:
     from ._base import StateStore
     from ._batched import Backend
 
-__all__ = ["check_store_url", "open_store"]
+__all__ = ["Creation", "check_store_url", "open_store"]
 
 _FORMS = "'memory', 'sqlite:///path/to/state.db' or 'postgresql://user@host/db'"
 
 
+Creation = Literal["nothing", "file", "folders"]
+"""What `open_store` may make for a SQLite URL whose file is missing: nothing (a
+missing file is an error), the file in an existing folder, or the folders too."""
+
+
 @asynccontextmanager
-async def open_store(url: str) -> AsyncIterator[StateStore]:
+async def open_store(url: str, *, create: Creation = "file") -> AsyncIterator[StateStore]:
     """Open the store `url` names until the block ends.
 
     ``memory``; ``sqlite:///relative.db`` or ``sqlite:////absolute.db`` (a
-    file, made with its folders if missing); ``postgresql://…`` (a libpq URL;
-    needs the ``postgres`` extra). Raises ValueError for a URL of no known
-    form and StoreError for a store that cannot be opened (unwritable path,
-    not a database, server unreachable), before the block starts.
+    file, made if missing, in a folder that must exist unless `create` is
+    ``"folders"``: a typo in a path is an error naming the folder, not a new
+    tree of folders); ``postgresql://…`` (a libpq URL; needs the ``postgres``
+    extra). Raises ValueError for a URL of no known form and StoreError for a
+    store that cannot be opened (missing or unwritable path, not a database,
+    server unreachable), before the block starts.
     """
     kind = check_store_url(url)
     if kind == "memory":
         yield MemoryStore()
         return
     if kind == "sqlite":
-        backend = await trio.to_thread.run_sync(_sqlite_backend, url)
+        backend = await trio.to_thread.run_sync(_sqlite_backend, url, create)
     else:
         backend = await trio.to_thread.run_sync(_postgres_backend, url)
     async with open_batched(backend) as store:
@@ -71,10 +78,10 @@ def _sqlite_path(url: str) -> Path:
     return Path(rest[1:]).expanduser()
 
 
-def _sqlite_backend(url: str) -> Backend:
+def _sqlite_backend(url: str, create: Creation) -> Backend:
     from ._sqlite import SqliteBackend
 
-    return SqliteBackend(_sqlite_path(url))
+    return SqliteBackend(_sqlite_path(url), create=create)
 
 
 def _postgres_backend(url: str) -> Backend:

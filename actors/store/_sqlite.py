@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ._batched import Write
+    from ._open import Creation
 
 __all__ = ["SqliteBackend"]
 
@@ -47,19 +48,35 @@ _TABLES: Final = "SELECT name FROM sqlite_master WHERE type = 'table'"
 _LOAD_CHUNK: Final = 500  # below SQLite's limit on bound parameters
 
 
-def _create_private(path: Path) -> None:
-    """Make the file (and missing folders) readable by this user only, if it is new.
+def _create_private(path: Path, create: Creation) -> None:
+    """Make the file (and, if `create` says so, missing folders) readable by this user only.
 
     The file holds every session's state; SQLite gives its -wal and -shm files
     the database file's permissions.
     """
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except FileExistsError:  # mkdir's own words ("File exists") name no culprit
-        msg = f"{path.parent} is not a folder: a file stands where it or a folder above it goes"
-        raise NotADirectoryError(msg) from None
-    with contextlib.suppress(FileExistsError):
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    not_a_folder = (
+        f"{path.parent} is not a folder: a file stands where it or a folder above it goes"
+    )
+    if create == "folders":
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except FileExistsError:  # mkdir's own words ("File exists") name no culprit
+            raise NotADirectoryError(not_a_folder) from None
+    elif not path.parent.is_dir():
+        if path.parent.exists():
+            raise NotADirectoryError(not_a_folder)
+        msg = (
+            f"the folder {path.parent} does not exist (is the path right?); create it first, "
+            "or name a file in an existing folder"
+        )
+        raise FileNotFoundError(msg)
+    if create == "nothing":
+        if not path.exists():
+            msg = f"there is no state store at {path} (no such file)"
+            raise FileNotFoundError(msg)
+    else:
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     if not path.is_file():
         msg = f"{path} is not a file (a folder stands there)"
         raise IsADirectoryError(msg)
@@ -107,11 +124,11 @@ def _connect(path: Path) -> sqlite3.Connection:
 class SqliteBackend:
     """A SQLite file as a `_batched.Backend`; opening checks that it is a usable database."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, create: Creation = "file") -> None:
         self.url = f"sqlite:///{path}"
         self._path = path
         try:
-            _create_private(path)
+            _create_private(path, create)
             _check_file(path)
             self._writer = _connect(path)
             self._writer.executescript(_SCHEMA)
