@@ -9,6 +9,10 @@ From asyncio, `open_asyncio_runtime` (trio in guest mode on the loop); from
 synchronous code, `open_blocking_runtime` (trio in a thread of its own).
 """
 
+from ._shadowed import check_protocol_package
+
+check_protocol_package()  # before anything imports `protocol`: a user's protocol.py may hide it
+
 from ._blocking import BlockingRuntime as BlockingRuntime
 from ._blocking import open_blocking_runtime as open_blocking_runtime
 from ._durable import Durable as Durable

@@ -25,6 +25,7 @@ __all__ = ["main"]
 _PROG: Final = "python -m actors"
 _SERVE_HELP: Final = "serve tool modules over MCP (stdio, or Streamable HTTP with --http)"
 _CLUSTER_HELP: Final = "serve tool modules over MCP Streamable HTTP from shards on Ray"
+_STATE_HELP: Final = "look at and repair stored state: list, show, export, import, delete"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     # Listed for --help only: `main` hands serve's arguments to its own parser.
     commands.add_parser("serve", help=_SERVE_HELP, add_help=False)
     commands.add_parser("cluster", help=_CLUSTER_HELP, add_help=False)
+    commands.add_parser("state", help=_STATE_HELP, add_help=False)
     return parser
 
 
@@ -71,6 +73,12 @@ def _cluster(argv: Sequence[str]) -> int:
     return cluster_main(argv, prog=f"{_PROG} cluster")
 
 
+def _state(argv: Sequence[str]) -> int:
+    from .store._cli import main as state_main  # lazily: only this command needs it
+
+    return state_main(argv, prog=f"{_PROG} state")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -78,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(arguments[1:])
     if arguments[:1] == ["cluster"]:
         return _cluster(arguments[1:])
+    if arguments[:1] == ["state"]:
+        return _state(arguments[1:])
     args = _parser().parse_args(arguments)
     ok = trio.run(run_demo, args.sessions, args.assistants, args.goals)
     return 0 if ok else 1

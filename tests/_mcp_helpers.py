@@ -229,11 +229,17 @@ async def _stop(process: trio.Process, grace: float = 5.0) -> None:
 
 
 @asynccontextmanager
-async def raw_server(*args: str, command: Sequence[str] = SERVE) -> AsyncIterator[RawServer]:
+async def raw_server(
+    *args: str, command: Sequence[str] = SERVE, env: Mapping[str, str] | None = None
+) -> AsyncIterator[RawServer]:
     """A stdio server (``command ARGS``) driven by hand; killed and reaped when the block ends."""
     with tempfile.TemporaryFile() as file:
         process = await trio.lowlevel.open_process(
-            [*command, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=file
+            [*command, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=file,
+            env=env,
         )
         try:
             yield RawServer(process, LogFile(file))

@@ -306,7 +306,7 @@ def _add_module_options(serve: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         help="also serve your own ToolModule, imported from this path (repeatable); the "
-        "current directory is searched first, as for python -m",
+        "current directory is searched after the installed packages (under python -m, first)",
     )
     group.add_argument(
         "--allow-exec",
@@ -510,8 +510,9 @@ def _options(args: argparse.Namespace) -> ServeOptions:
     if args.tokens_file is not None:
         tokens += read_tokens(args.tokens_file)
     if args.module and os.getcwd() not in sys.path:
-        # As `python -m` does: a module beside the operator is found first.
-        sys.path.insert(0, os.getcwd())
+        # Modules beside the operator are found, after the installed packages: a
+        # protocol.py or mcp.py there must not hide the packages the server runs on.
+        sys.path.append(os.getcwd())
     builtins = args.modules if args.modules is not None else () if args.module else DEFAULT_MODULES
     runtime = attrs.evolve(
         _RUNTIME,

@@ -588,6 +588,7 @@ class McpAdapter:
 
     def _leave(self) -> None:
         self._in_flight -= 1
+        self._last_request = anyio.current_time()  # quiet counts from the last answer
         if not self._in_flight:
             self._idle.set()
 

@@ -6,7 +6,6 @@ import collections
 import importlib
 import importlib.util
 import ipaddress
-import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
@@ -18,7 +17,7 @@ from protocol import ContextError, extract_context
 from .._module import ToolModule
 from .._runtime import RuntimeConfig
 from ..modules import content_store, planning, playbook_store, workspace
-from ..store import check_store_url
+from ..store import check_store_url, default_state_url
 from ._events import DEFAULT_MAX_STORED_EVENT_BYTES
 from ._gate import DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_SESSION_IDLE_TIMEOUT
 from ._stdio import DEFAULT_MAX_IN_FLIGHT
@@ -35,7 +34,6 @@ __all__ = [
     "ConfigurationError",
     "ServeOptions",
     "build_modules",
-    "default_state_url",
     "describe_tokens",
     "is_loopback",
     "load_module",
@@ -318,12 +316,6 @@ class ServeOptions:
         return self.modules
 
 
-def default_state_url() -> str:
-    """``sqlite:///`` a file in the XDG state directory (``~/.local/state/mcp-actors``)."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return f"sqlite:///{Path(base, 'mcp-actors', 'state.db').absolute()}"
-
-
 def describe_tokens(tokens: Mapping[str, str | None]) -> str:
     """How many tokens are gateways and how many each tenant has; never the tokens."""
     if not tokens:
@@ -383,13 +375,29 @@ def load_module(spec: str) -> ToolModule[Any]:
     except Exception as exc:  # the operator's code: any failure is reported, not raised
         msg = f"module {spec!r}: cannot import {path!r}: {type(exc).__name__}: {exc}"
         raise ConfigurationError(msg) from None
+    module = found
     for name in attribute.split("."):
         try:
             found = getattr(found, name)
         except AttributeError:
-            msg = f"module {spec!r}: {path!r} has no attribute {attribute!r}"
+            msg = f"module {spec!r}: {path!r} has no attribute {attribute!r}{_hidden(module)}"
             raise ConfigurationError(msg) from None
     if not isinstance(found, ToolModule):
         msg = f"module {spec!r}: {attribute!r} is a {type(found).__name__}, not a ToolModule"
         raise ConfigurationError(msg)
     return found
+
+
+def _hidden(module: object) -> str:
+    """What to add to an error when a file in the current folder lost to another `module`."""
+    name = getattr(module, "__name__", "")
+    imported = getattr(module, "__file__", None)
+    relative = Path(*name.split("."))
+    candidates = [Path.cwd() / relative.with_suffix(".py"), Path.cwd() / relative / "__init__.py"]
+    mine = next((path for path in candidates if path.is_file()), None)
+    if mine is None or imported is None or Path(imported).resolve() == mine.resolve():
+        return ""
+    return (
+        f"; it was imported from {imported}, which hides your {mine} (it comes first on "
+        "sys.path): rename your file"
+    )

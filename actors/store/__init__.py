@@ -17,4 +17,5 @@ from ._base import VersionConflict as VersionConflict
 from ._memory import MemoryStore as MemoryStore
 from ._open import Creation as Creation
 from ._open import check_store_url as check_store_url
+from ._open import default_state_url as default_state_url
 from ._open import open_store as open_store

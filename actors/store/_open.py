@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import urllib.parse
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from ._base import StateStore
     from ._batched import Backend
 
-__all__ = ["Creation", "check_store_url", "open_store"]
+__all__ = ["Creation", "check_store_url", "default_state_url", "open_store"]
 
 _FORMS = "'memory', 'sqlite:///path/to/state.db' or 'postgresql://user@host/db'"
 
@@ -51,6 +52,12 @@ async def open_store(url: str, *, create: Creation = "file") -> AsyncIterator[St
         backend = await trio.to_thread.run_sync(_postgres_backend, url)
     async with open_batched(backend) as store:
         yield store
+
+
+def default_state_url() -> str:
+    """``sqlite:///`` a file in the XDG state directory (``~/.local/state/mcp-actors``)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return f"sqlite:///{Path(base, 'mcp-actors', 'state.db').absolute()}"
 
 
 def check_store_url(url: str) -> str:
