@@ -308,13 +308,14 @@ class TestSessionTable:
         table.leave("s1", status=status, deleted=True)
         assert table.held("a") == 1
 
-    async def test_a_404_for_the_session_forgets_it(self) -> None:
-        """The SDK no longer has it (ended, expired, crashed): its place is free."""
+    @pytest.mark.parametrize("deleted", [False, True], ids=["GET", "DELETE"])
+    async def test_a_404_for_the_session_ends_nothing(self, deleted: bool) -> None:
+        """A 404 may come from the event store for a live session: only DELETE and idling end it."""
         table = SessionTable(1, 600.0)
         open_session(table, "s1", "a")
         table.enter("s1", "a", "/mcp")
-        table.leave("s1", status=404, deleted=False)
-        assert table.held("a") == 0
+        table.leave("s1", status=404, deleted=deleted)
+        assert table.held("a") == 1
 
     async def test_only_its_principal_at_its_path_reaches_a_session(self) -> None:
         """Another principal, another path or no id: not this session, so nothing it can free."""

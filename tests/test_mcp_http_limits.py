@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 import trio.testing
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.streamable_http import LAST_EVENT_ID_HEADER, MCP_SESSION_ID_HEADER
 
 from actors.server import MCP_PATH, ServeOptions
 from actors.server._gate import DEFAULT_MAX_SESSIONS_PER_TOKEN
@@ -251,6 +251,23 @@ class TestSessionsPerToken:
             refused = await app.open(ALPHA)
             pinged = await app.ping(alpha, ALPHA)
         assert stolen.status_code == 404
+        assert refused.status_code == 429
+        assert pinged.status_code == 200
+
+    async def test_a_made_up_last_event_id_does_not_free_a_place(self) -> None:
+        """The event store's 404 on one's own live session: the session still counts."""
+        async with in_process({ALPHA: "alpha"}, limit=1) as app:
+            alpha = session_of(await app.open(ALPHA))
+            headers = {
+                **_headers(ALPHA),
+                MCP_SESSION_ID_HEADER: alpha,
+                "Accept": "text/event-stream",
+                LAST_EVENT_ID_HEADER: "made-up",
+            }
+            replays = [await app.client.get(MCP_PATH, headers=headers) for _ in range(5)]
+            refused = await app.open(ALPHA)
+            pinged = await app.ping(alpha, ALPHA)
+        assert [replay.status_code for replay in replays] == [404] * 5
         assert refused.status_code == 429
         assert pinged.status_code == 200
 

@@ -198,16 +198,18 @@ class SessionTable:
     * a session opens with the response that carries its new
       ``Mcp-Session-Id``, and its principal and path are the ones of that
       request;
-    * it ends with a DELETE answered with success, with a 404 for its id (the
-      SDK no longer has it: ended, expired or crashed), or once it has had no
-      request in flight for `idle_timeout` seconds. The SDK is given the same
-      timeout and starts its timer when its part of the last request ends,
-      before the gate's does, so the table never lets go of a session the SDK
-      still keeps.
+    * it ends only with what ends it in the SDK: a DELETE answered with
+      success, or no request in flight for `idle_timeout` seconds. The SDK is
+      given the same timeout and starts its timer when its part of the last
+      request ends, before the gate's does, so the table never lets go of a
+      session the SDK still keeps.
 
-    Only requests at the session's path count: anywhere else the app answers
-    404 without looking at the session, and taking that 404 as the session's
-    end would let a client free its place while the SDK keeps the session.
+    A 404 ends nothing: the event store answers 404 to a made-up
+    ``Last-Event-ID`` on a live session, and the app to any path but the
+    session's; taken as the session's end, either let a client free its place
+    while the SDK kept the session, and open sessions without bound. (A
+    session the SDK lost otherwise, its task crashing, keeps its place until
+    the idle timeout.) Only requests at the session's path count.
 
     A request that may open a session holds a place for its principal while
     it is served, so that many sent at once cannot overshoot the limit.
@@ -269,7 +271,7 @@ class SessionTable:
             return
         session.in_flight -= 1
         session.idle_since = anyio.current_time()
-        if status == 404 or (deleted and status is not None and status < 300):
+        if deleted and status is not None and status < 300:
             self._forget(session_id)
 
     def version(self, session_id: str | None, principal: str) -> str | None:
