@@ -16,8 +16,8 @@ Handlers never see them. Rules, all checked before anything else happens:
   (``com.example/sessionId``), are not ours and are left alone. What "looks
   like" means, and why ids themselves are compared exactly, is explained in
   `protocol._lookalike`;
-* ids are non-empty strings of at most ``max_id_length`` characters with no
-  control characters;
+* ids are non-empty strings of at most ``max_id_length`` characters and
+  ``max_id_bytes`` bytes of UTF-8, with no control characters;
 * one field given twice (camelCase and snake_case, or arguments and ``_meta``)
   must carry one value.
 """
@@ -79,6 +79,10 @@ class ContextPolicy:
     """The session a call without one lands in under the lenient policy."""
     max_id_length: int = attrs.field(default=256, validator=_positive)
     """The longest id accepted, in characters."""
+    max_id_bytes: int = attrs.field(default=512, validator=_positive)
+    """The longest id accepted, in bytes of UTF-8: with `max_id_length`, what bounds the
+    key a store indexes (PostgreSQL refuses index rows of over 2 704 bytes, and one
+    refused row would fail the other writes of its transaction)."""
 
 
 DEFAULT_POLICY: Final = ContextPolicy()
@@ -146,6 +150,13 @@ def _check_id(source: str, value: object, policy: ContextPolicy) -> str:
         msg = (
             f"context field {source!r} contains the lone surrogate "
             f"{match.group()!r} at index {match.start()}; ids must be valid Unicode text"
+        )
+        raise ContextError(msg)
+    # A character takes at most 4 bytes: only a long id can be over the byte limit.
+    if len(value) * 4 > policy.max_id_bytes and len(value.encode()) > policy.max_id_bytes:
+        msg = (
+            f"context field {source!r} takes {len(value.encode())} bytes of UTF-8; "
+            f"the limit is {policy.max_id_bytes}"
         )
         raise ContextError(msg)
     return value

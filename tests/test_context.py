@@ -140,6 +140,17 @@ class TestBadContext:
         with pytest.raises(ContextError, match=r"is 9 characters long; the limit is 8$"):
             extract_context({"__sessionId": "x" * 9}, policy=ContextPolicy(max_id_length=8))
 
+    def test_ids_of_too_many_bytes_are_refused(self) -> None:
+        """256 four-byte characters pass the character limit, not the byte limit (512)."""
+        emoji = "\U0001f642"
+        assert extract_context({"__sessionId": emoji * 128})[0].session_id == emoji * 128
+        with pytest.raises(
+            ContextError, match=r"^context field '__sessionId' takes 1024 bytes of UTF-8; the limit"
+        ):
+            extract_context({"__sessionId": emoji * 256})
+        with pytest.raises(ContextError, match=r"'_meta.threadId' takes 600 bytes of UTF-8"):
+            extract_context({}, {"threadId": "€" * 200})
+
     @pytest.mark.parametrize("bad", ["a\nb", "a\x00", "\x7f", "a\x85"])
     def test_control_characters_are_refused(self, bad: str) -> None:
         """Control characters (C0, DEL, C1) in ids are refused with their position."""

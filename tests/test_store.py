@@ -23,7 +23,7 @@ from psycopg import sql
 
 from actors.store import MemoryStore, Stored, StoreError, VersionConflict, open_store
 from actors.store._base import decode_key, encode_key
-from actors.store._batched import Conflict, Write
+from actors.store._batched import BatchRolledBack, Conflict, Write
 from actors.store._postgres import PostgresBackend
 from protocol import ActorKey, ToolContext
 
@@ -380,6 +380,11 @@ def _lock_waiters(observer: psycopg.Connection[TupleRow]) -> list[int]:
     return [pid for (pid,) in rows]
 
 
+# About 4 KB of four-byte characters that do not repeat, so the index cannot compress
+# them below the 2 704 bytes PostgreSQL takes in a B-tree row.
+INCOMPRESSIBLE = "".join(chr(0x10000 + (index * 7919) % 0xFFFF) for index in range(1000))
+
+
 class TestPostgres:
     @pytest.mark.parametrize(
         ("written", "shown"),
@@ -430,6 +435,48 @@ class TestPostgres:
         with_password = fresh_postgres_url.replace("postgres@", "postgres:hunter2@")
         async with opened(with_password) as store:  # the test server trusts any password
             assert store.url == fresh_postgres_url
+
+    def test_a_row_the_server_refuses_rolls_its_batch_back_whole(
+        self, fresh_postgres_url: str
+    ) -> None:
+        """A key past the index's row limit: nothing of the batch lands, and it says so."""
+        backend = PostgresBackend(fresh_postgres_url)
+        huge = encode_key(key(INCOMPRESSIBLE))
+        try:
+            writes = [Write("a", "s", b"a", None), Write(huge, "s", b"x", None)]
+            with pytest.raises(BatchRolledBack, match=r"^save failed in postgresql://.*index row"):
+                backend.commit([*writes, Write("b", "s", b"b", None)], 0.0)
+            assert backend.load_many(["a", "b"]) == [None, None]
+            assert backend.commit([Write("a", "s", b"a", None)], 0.0) == [1]  # it goes on
+        finally:
+            backend.close()
+
+    async def test_one_bad_row_fails_no_other_save_of_its_batch(
+        self, fresh_postgres_url: str
+    ) -> None:
+        """Group commit: the refused row's save fails alone; the others of the moment land."""
+        huge = key(INCOMPRESSIBLE)
+        outcomes: dict[str, str] = {}
+        async with opened(fresh_postgres_url) as store:
+
+            async def save(each: ActorKey) -> None:
+                try:
+                    await store.save(each, b"x", None)
+                except StoreError as exc:
+                    outcomes[each.context.session_id[:8]] = str(exc)
+                else:
+                    outcomes[each.context.session_id[:8]] = "saved"
+
+            async with trio.open_nursery() as nursery:
+                for index in range(40):
+                    nursery.start_soon(save, key(f"s{index}"))
+                nursery.start_soon(save, huge)
+                for index in range(40, 80):
+                    nursery.start_soon(save, key(f"s{index}"))
+            landed = [await store.load(key(f"s{index}")) for index in range(80)]
+        assert "index row" in outcomes.pop(huge.context.session_id[:8])
+        assert set(outcomes.values()) == {"saved"}
+        assert all(stored == Stored(1, b"x") for stored in landed)
 
     def test_a_conflict_in_the_middle_of_a_batch_leaves_the_others_committed(
         self, fresh_postgres_url: str

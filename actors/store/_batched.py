@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from protocol import ActorKey
 
-__all__ = ["Backend", "Conflict", "Write", "open_batched", "scope_clause"]
+__all__ = ["Backend", "BatchRolledBack", "Conflict", "Write", "open_batched", "scope_clause"]
 
 _MAX_BATCH: Final = 1000  # bounds one transaction's size and one thread hop's latency
 
@@ -54,6 +54,11 @@ class Write:
     """The version the writer loaded; ``None`` when it found nothing stored."""
 
 
+class BatchRolledBack(StoreError):
+    """A batch of saves failed because of what one of its rows holds, and was rolled back
+    whole: nothing of it was written, and each save may be tried again on its own."""
+
+
 @final
 @attrs.frozen
 class Conflict:
@@ -73,7 +78,11 @@ class Backend(Protocol):
         ...
 
     def commit(self, writes: Sequence[Write], now: float) -> list[int | Conflict]:
-        """Apply `writes` in order in one transaction; the new version or a Conflict each."""
+        """Apply `writes` in order in one transaction; the new version or a Conflict each.
+
+        Raises BatchRolledBack when a row's content failed the transaction (a key
+        too long for an index, say) and it was rolled back, StoreError otherwise.
+        """
         ...
 
     def delete_session(self, session: str) -> int:
@@ -136,6 +145,9 @@ class _Queue(Generic[ItemT, ResultT]):
     describe: str
     """What a batch does, for errors: "save", "load"."""
     url: str
+    split: bool = False
+    """Whether a batch that failed on one row's content (BatchRolledBack) is run again
+    one item at a time, so that no row fails another's."""
     waiting: list[_Waiter[ItemT, ResultT]] = attrs.field(factory=list)
     wake: trio.Event = attrs.field(factory=trio.Event)
 
@@ -171,24 +183,43 @@ class _Queue(Generic[ItemT, ResultT]):
 
     async def _run(self, batch: list[_Waiter[ItemT, ResultT]]) -> None:
         items = [waiter.item for waiter in batch]
-        try:
-            # Not abandoned on cancellation: a commit in flight is waited for,
-            # so that closing the store never leaves a transaction half-told.
-            results = await trio.to_thread.run_sync(self.run, items)
-        except StoreError as exc:
-            for waiter in batch:
-                waiter.error = exc
-                waiter.done.set()
-            return
-        except Exception as exc:  # the driver's own error: name the store and the action
-            error = StoreError(f"{self.describe} failed in {self.url}: {exc}")
-            for waiter in batch:
-                waiter.error = error
-                waiter.done.set()
-            return
-        for waiter, result in zip(batch, results, strict=True):
-            waiter.result = result
+        # Not abandoned on cancellation: a commit in flight is waited for,
+        # so that closing the store never leaves a transaction half-told.
+        outcomes = await trio.to_thread.run_sync(self._outcomes, items)
+        for waiter, outcome in zip(batch, outcomes, strict=True):
+            if isinstance(outcome, StoreError):
+                waiter.error = outcome
+            else:
+                waiter.result = outcome
             waiter.done.set()
+
+    def _outcomes(self, items: list[ItemT]) -> list[ResultT | StoreError]:
+        """Each item's result or error (in the worker thread): the batch, else one by one."""
+        try:
+            return list(self._attempt(items))
+        except BatchRolledBack as exc:
+            if not self.split or len(items) == 1:
+                return [exc] * len(items)
+        # Nothing of the batch was written: each item alone, so only the bad ones fail.
+        return [self._alone(item) for item in items]
+
+    def _alone(self, item: ItemT) -> ResultT | StoreError:
+        try:
+            (result,) = self._attempt([item])
+        except StoreError as exc:
+            return exc
+        return result
+
+    def _attempt(self, items: list[ItemT]) -> list[ResultT] | list[StoreError]:
+        """The driver's results for `items`, or one StoreError for all (BatchRolledBack raised)."""
+        try:
+            return self.run(items)
+        except BatchRolledBack:
+            raise
+        except StoreError as exc:
+            return [exc] * len(items)
+        except Exception as exc:  # the driver's own error: name the store and the action
+            return [StoreError(f"{self.describe} failed in {self.url}: {exc}")] * len(items)
 
 
 @final
@@ -198,7 +229,7 @@ class BatchedStore:
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
         self._saves: _Queue[Write, int | Conflict] = _Queue(
-            lambda writes: backend.commit(writes, time.time()), "save", backend.url
+            lambda writes: backend.commit(writes, time.time()), "save", backend.url, split=True
         )
         self._loads: _Queue[str, tuple[int, bytes] | None] = _Queue(
             backend.load_many, "load", backend.url

@@ -29,7 +29,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ._base import StoreError
-from ._batched import Conflict, scope_clause
+from ._batched import BatchRolledBack, Conflict, scope_clause
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -104,9 +104,20 @@ class PostgresBackend:
         return [found.get(key) for key in keys]
 
     def commit(self, writes: Sequence[Write], now: float) -> list[int | Conflict]:
-        """Apply `writes` in order, in one transaction."""
+        """Apply `writes` in order, in one transaction.
+
+        A row the server refuses for what it holds (a key too long for the
+        index, a value it cannot take) rolls the transaction back; that is
+        `BatchRolledBack`, so that the other rows are tried again on their own.
+        """
         with self._reported(f"save failed in {self.url}"):
-            return _commit(self._writer.connection(), writes, now)
+            connection = self._writer.connection()
+            try:
+                return _commit(connection, writes, now)
+            except psycopg.Error as exc:
+                if not connection.broken and (exc.sqlstate or "")[:2] in _ROW_ERRORS:
+                    raise _RowRefused(exc) from None
+                raise
 
     def delete_session(self, session: str) -> int:
         """Delete every key of `session`."""
@@ -146,13 +157,28 @@ class PostgresBackend:
         """psycopg's errors as StoreError: `what` failed, then the cause, without the password."""
         try:
             yield
-        except psycopg.Error as exc:
-            cause = str(exc).strip() or type(exc).__name__
+        except (psycopg.Error, _RowRefused) as exc:
+            cause = exc.cause if isinstance(exc, _RowRefused) else exc
+            text = str(cause).strip() or type(cause).__name__
             for secret in self._secrets:
-                cause = cause.replace(secret, "***")
-            msg = f"{what}: {cause}"
+                text = text.replace(secret, "***")
+            msg = f"{what}: {text}"
+            kind = BatchRolledBack if isinstance(exc, _RowRefused) else StoreError
             # Not chained: the driver's error and its context may quote the password.
-            raise StoreError(msg) from None
+            raise kind(msg) from None
+
+
+# SQLSTATE classes of errors caused by what a row holds: data exception,
+# integrity constraint violation, program limit exceeded (an index row too large).
+_ROW_ERRORS: Final = frozenset({"22", "23", "54"})
+
+
+class _RowRefused(Exception):
+    """A transaction rolled back because of a row's content (see `_ROW_ERRORS`)."""
+
+    def __init__(self, cause: psycopg.Error) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 @final

@@ -21,7 +21,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Final, final
 
 from ._base import StoreError
-from ._batched import Conflict, scope_clause
+from ._batched import BatchRolledBack, Conflict, scope_clause
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -152,12 +152,20 @@ class SqliteBackend:
         return [found.get(key) for key in keys]
 
     def commit(self, writes: Sequence[Write], now: float) -> list[int | Conflict]:
-        """Apply `writes` in order, in one transaction."""
+        """Apply `writes` in order, in one transaction.
+
+        A row SQLite refuses for what it holds rolls the batch back as
+        `BatchRolledBack`, so that the others are tried again on their own.
+        """
         connection = self._writer
         connection.execute("BEGIN IMMEDIATE")
         try:
             results = [self._apply(write, now) for write in writes]
             connection.execute("COMMIT")
+        except (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.InterfaceError) as exc:
+            connection.execute("ROLLBACK")
+            msg = f"save failed in {self.url}: {exc}"
+            raise BatchRolledBack(msg) from exc
         except BaseException:
             connection.execute("ROLLBACK")
             raise
