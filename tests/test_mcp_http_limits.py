@@ -115,6 +115,57 @@ class TestRefusalFloods:
         assert counted + sum("more since" not in line for line in lines) == attempts
 
 
+async def _raw_get(port: int, path: str, host: bytes, extra: bytes = b"") -> bytes:
+    """A GET of `path` with the Host header `host` (bytes as sent); the answer's status line."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with stream:
+        await stream.send_all(
+            b"GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (path.encode(), host, extra)
+        )
+        answer = b""
+        with trio.fail_after(10):
+            while b"\r\n" not in answer:
+                chunk = await stream.receive_some()
+                if not chunk:
+                    break
+                answer += chunk
+    return answer.split(b"\r\n", 1)[0]
+
+
+class TestHostAndOrigin:
+    async def test_a_flood_of_huge_foreign_hosts_logs_a_few_short_ascii_lines(self) -> None:
+        """Every path refuses them (421); the log holds our bounded, escaped, rate-limited lines."""
+        host = b"evil.example" + bytes(range(0x80, 0x100)) * 40  # 5 KB of obs-text
+        async with http_server("--token", TOKEN, "--metrics") as server:
+            port = int(server.url.rsplit(":", 1)[1].split("/", 1)[0])
+            paths = ["/mcp", "/healthz", "/readyz", "/metrics"] * 50
+            answers = [await _raw_get(port, path, host) for path in paths]
+            server.process.terminate()
+            with trio.fail_after(15):
+                await server.process.wait()
+            log = server.log.text()
+        assert set(answers) == {b"HTTP/1.1 421 "}
+        lines = [line for line in log.splitlines() if "Host" in line or "evil" in line]
+        assert 1 <= len(lines) <= 4, lines
+        assert all(len(line) < 1200 and line.isascii() for line in lines), lines
+        counted = sum(int(n) for n in re.findall(r"(\d+) more since", "\n".join(lines)))
+        assert counted + sum("more since" not in line for line in lines) == len(paths)
+
+    @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
+    async def test_the_operators_paths_check_host_and_origin_like_mcp(self, path: str) -> None:
+        """A DNS-rebinding page cannot read /metrics of a tokenless loopback server."""
+        async with http_server("--metrics") as server:
+            port = int(server.url.rsplit(":", 1)[1].split("/", 1)[0])
+            own = await _raw_get(port, path, b"127.0.0.1")
+            rebound = await _raw_get(port, path, b"attacker.example:80")
+            foreign = await _raw_get(
+                port, path, b"127.0.0.1", b"Origin: http://attacker.example\r\n"
+            )
+        assert own == b"HTTP/1.1 200 "
+        assert rebound == b"HTTP/1.1 421 "
+        assert foreign == b"HTTP/1.1 403 "
+
+
 INITIALIZE = initialize_request("limits-test")
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 ALPHA, BETA = "alpha-token-a1b2c3d4", "beta-token-e5f6a7b8"

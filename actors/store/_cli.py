@@ -1,7 +1,7 @@
 """``python -m actors state``: look at and repair the state a store keeps.
 
-An operator's tool over any store ``serve`` can use (``--state URL``; by
-default the file ``serve`` uses by default)::
+An operator's tool over any store ``serve`` can use (``--state URL``; without
+it, the SQLite file ``serve`` uses when it is given none)::
 
     list   (--session S | --tenant T | --all) [--module M] [--json]
     show   --session S --module M [--assistant A] [--thread T]
@@ -224,7 +224,9 @@ def _add_scope(command: argparse.ArgumentParser) -> None:
 
 
 def _add_key(command: argparse.ArgumentParser, *, required: bool) -> None:
-    command.add_argument("--session", type=_id_type("session"), required=True)
+    command.add_argument(
+        "--session", type=_id_type("session"), required=True, help="the session (its exact name)"
+    )
     module_help = "the module" if required else "the module (without it: every key of the session)"
     command.add_argument("--module", type=_module, required=required, help=module_help)
     command.add_argument(
@@ -292,7 +294,7 @@ class _Scope:
             return f"session {self.session!r}"
         if self.tenant is not None:
             return f"tenant {self.tenant!r}"
-        return "any session"
+        return "every session"
 
 
 def _scope_of(args: argparse.Namespace) -> _Scope:
@@ -413,12 +415,16 @@ async def _entries(store: StateStore, scope: _Scope, module: str | None) -> list
 
 def _nothing_in(scope: _Scope, module: str | None) -> str:
     of_module = "" if module is None else f" of module {module!r}"
+    if scope.session is None and scope.tenant is None:
+        return f"nothing stored{of_module}"
     return f"nothing stored{of_module} for {scope.describe()}"
 
 
 @final
 @attrs.frozen
 class _Listing:
+    """``list``: the keys in scope, as a table or as JSON lines."""
+
     out: _Output
     scope: _Scope
     module: str | None
@@ -450,6 +456,8 @@ class _Listing:
 @final
 @attrs.frozen
 class _Show:
+    """``show``: one key and its stored state, as one JSON document."""
+
     out: _Output
     key: ActorKey
 
@@ -509,6 +517,8 @@ def _private_opener(path: str, flags: int) -> int:
 @final
 @attrs.frozen
 class _Export:
+    """``export``: the keys in scope with their state, as JSON lines."""
+
     out: _Output
     scope: _Scope
     module: str | None
@@ -727,6 +737,8 @@ def _same(stored: bytes, blob: bytes) -> bool:
 @final
 @attrs.frozen
 class _Import:
+    """``import``: checked lines, each written only if its key is still at its version."""
+
     out: _Output
     path: str
     lines: Sequence[_Line]
@@ -734,28 +746,34 @@ class _Import:
     async def run(self, store: StateStore) -> int:
         written = unchanged = 0
         refused: list[str] = []
+        failed: str | None = None
         for line in self.lines:
-            current = await store.load(line.key)
-            found = None if current is None else current.version
-            if found != line.version:
-                refused.append(self._changed(line, found))
-                continue
-            if current is not None and _same(current.blob, line.blob):
-                unchanged += 1
-                continue
             try:
+                current = await store.load(line.key)
+                found = None if current is None else current.version
+                if found != line.version:
+                    refused.append(self._changed(line, found))
+                    continue
+                if current is not None and _same(current.blob, line.blob):
+                    unchanged += 1
+                    continue
                 await store.save(line.key, line.blob, line.version)  # fenced by the version
             except VersionConflict as exc:  # written since the load above
                 refused.append(self._changed(line, exc.found))
                 continue
+            except StoreError as exc:  # the lines before this one stay written: say which
+                failed = (
+                    f"{self.path}: line {line.number}: {exc}; the lines after it were not tried"
+                )
+                break
             written += 1
-        for reason in refused:
+        for reason in refused if failed is None else [*refused, failed]:
             self.out.error(reason)
         sys.stdout.write(
             f"written {written}, unchanged {unchanged}, refused {len(refused)} "
             f"(of {len(self.lines)} key(s) in {self.path})\n"
         )
-        return 1 if refused else 0
+        return 1 if refused or failed else 0
 
     def _changed(self, line: _Line, found: int | None) -> str:
         return (
@@ -771,6 +789,8 @@ class _Import:
 @final
 @attrs.frozen
 class _Delete:
+    """``delete``: one key, or every key of one session."""
+
     out: _Output
     session: str
     key: ActorKey | None

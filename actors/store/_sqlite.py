@@ -54,6 +54,9 @@ def _create_private(path: Path, create: Creation) -> None:
     The file holds every session's state; SQLite gives its -wal and -shm files
     the database file's permissions.
     """
+    if create == "nothing" and not path.exists():
+        msg = f"there is no state store at {path} (no such file)"
+        raise FileNotFoundError(msg)
     not_a_folder = (
         f"{path.parent} is not a folder: a file stands where it or a folder above it goes"
     )
@@ -70,11 +73,7 @@ def _create_private(path: Path, create: Creation) -> None:
             "or name a file in an existing folder"
         )
         raise FileNotFoundError(msg)
-    if create == "nothing":
-        if not path.exists():
-            msg = f"there is no state store at {path} (no such file)"
-            raise FileNotFoundError(msg)
-    else:
+    if create != "nothing":
         with contextlib.suppress(FileExistsError):
             os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     if not path.is_file():
