@@ -100,13 +100,18 @@ def _find_nginx() -> Path | None:
 
 
 def example_blocks(listen: str, server_name: str, upstream: str) -> str:
-    """examples/nginx.conf with its placeholders filled in."""
-    text = EXAMPLE.read_text()
+    """examples/nginx.conf with its placeholders filled in (its comments left as they are)."""
+    lines = EXAMPLE.read_text().splitlines(keepends=True)
+    directives = [index for index, line in enumerate(lines) if not line.lstrip().startswith("#")]
     for placeholder, value in zip(_PLACEHOLDERS, (listen, server_name, upstream), strict=True):
-        assert placeholder in text, f"{EXAMPLE} lost its {placeholder} placeholder"
-        text = text.replace(placeholder, value)
-    assert "${MCP_" not in text, f"{EXAMPLE} has a placeholder this fixture does not fill"
-    return text
+        assert any(placeholder in lines[index] for index in directives), (
+            f"{EXAMPLE} lost its {placeholder} placeholder"
+        )
+        for index in directives:
+            lines[index] = lines[index].replace(placeholder, value)
+    left = [lines[index] for index in directives if "${MCP_" in lines[index]]
+    assert not left, f"{EXAMPLE} has placeholders this fixture does not fill: {left}"
+    return "".join(lines)
 
 
 class ReverseProxy:

@@ -33,6 +33,7 @@ from actors.server._http import http_adapter
 from actors.store import open_store
 
 from ._mcp_helpers import (
+    InProcessHttp,
     asgi_lifespan,
     http_server,
     initialize_request,
@@ -88,7 +89,7 @@ class TestStdio:
         assert stored_sessions(state_file()) == []  # each connection's own session ended
 
     async def test_a_named_session_is_shared_on_purpose_and_kept(self) -> None:
-        """``--session work`` on both: the second server sees the first's goal, after restarts too."""
+        """``--session work`` on both: the second server sees the first's goal, after restarts."""
         async with stdio_session("--session", "work") as first:
             await first.call_tool("planning__create_goal", {"goal": PLAN})
             async with stdio_session("--session", "work") as second:
@@ -227,6 +228,32 @@ class TestHttp:
             entries = await store.entries()
         assert len(set(sessions)) == 3
         assert entries == []
+
+    async def test_a_2026_era_request_cannot_borrow_or_end_another_clients_session(
+        self, tmp_path: Path
+    ) -> None:
+        """Its Mcp-Session-Id header is not a session: refused, and the owner's state stays."""
+        options = ServeOptions(http=("127.0.0.1", 0))
+        async with (
+            open_store(f"sqlite:///{tmp_path / 'state.db'}") as store,
+            open_runtime([planning], store=store) as runtime,
+        ):
+            app = http_app(http_adapter(runtime, options), options)
+            transport = httpx2.ASGITransport(app=app)
+            async with (
+                asgi_lifespan(app),
+                httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http,
+            ):
+                victim = await _short_connection(http, "http://127.0.0.1/mcp", delete=False)
+                borrowed = InProcessHttp(app, runtime)
+                async with borrowed.session(
+                    era="modern", headers={MCP_SESSION_ID_HEADER: victim}
+                ) as intruder:
+                    seen = await intruder.call_tool("planning__list_goals", {})
+                kept = await store.entries(session=victim)
+        assert seen.is_error
+        assert texts(seen).startswith("this call names no session")
+        assert [entry.key.module for entry in kept] == ["planning"]
 
 
 async def _created_over(app: Any) -> str:

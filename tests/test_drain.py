@@ -70,7 +70,7 @@ def drain_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 async def _appears(path: Path) -> None:
     with trio.fail_after(GUARD):
-        while not os.path.exists(path):  # noqa: ASYNC110 -- a file is what the tool leaves
+        while not await trio.Path(path).exists():  # noqa: ASYNC110 -- the tool leaves a file
             await trio.sleep(0.01)
 
 

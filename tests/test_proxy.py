@@ -25,7 +25,7 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import ClientMessageMetadata
 
-from ._mcp_helpers import bearer, http_server, initialize_request, open_session, texts
+from ._mcp_helpers import http_server, initialize_request, open_session, texts
 from ._nginx import PUBLIC_NAME, nginx_fixture  # noqa: F401  (a fixture)
 from .test_resumable_http import SLOW_MODULE, CuttableProxy, release
 
@@ -42,7 +42,9 @@ pytestmark = [
     pytest.mark.filterwarnings(r"ignore:Async generator 'httpcore2\.:ResourceWarning"),
 ]
 
+MEMORY = ("--state", "memory")  # what these tests check is the transport's, not the store's
 TOKEN = "proxy-token-0123456789abcdef"
+TRUSTING_NGINX = ("--token", TOKEN, "--trusted-proxy", "127.0.0.1", "--allow-host", PUBLIC_NAME)
 FORWARDED_CLIENT = "203.0.113.7"  # TEST-NET-3: nobody's address
 PROGRESS_TOOL = """
 from actors import Progress
@@ -57,7 +59,7 @@ async def halfway(state: None, progress: Progress) -> str:
 
 
 @pytest.fixture
-def slow_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def proxy_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """test_resumable_http's slow module and a tool that reports progress while it holds."""
     (tmp_path / "proxymod.py").write_text(
         textwrap.dedent(SLOW_MODULE) + textwrap.dedent(PROGRESS_TOOL)
@@ -70,11 +72,9 @@ def slow_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @asynccontextmanager
-async def sdk_session(
-    url: str, headers: Mapping[str, str], token: str | None = None
-) -> AsyncIterator[ClientSession]:
-    """The official client over Streamable HTTP at `url`, initialized."""
-    async with create_mcp_http_client(headers={**headers, **bearer(token)}) as http:
+async def sdk_session(url: str, headers: Mapping[str, str]) -> AsyncIterator[ClientSession]:
+    """The official client over Streamable HTTP at `url`, sending `headers`, initialized."""
+    async with create_mcp_http_client(headers=dict(headers)) as http:
         async with streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
                 yield await open_session(session, "legacy")
@@ -93,7 +93,7 @@ async def test_the_sdk_client_works_through_nginx_by_the_public_name(nginx: Ngin
     meta = {"sessionId": "proxied"}
     with trio.fail_after(60):
         async with (
-            http_server("--allow-host", PUBLIC_NAME) as server,
+            http_server(*MEMORY, "--allow-host", PUBLIC_NAME) as server,
             nginx.in_front_of(server.url) as proxy,
             sdk_session(proxy.url, proxy.host_header) as client,
         ):
@@ -114,7 +114,7 @@ async def test_a_public_name_the_server_was_not_given_gets_421_naming_the_option
     refused with 421 before any session opens, and the error names the option to add."""
     headers = {"Accept": "application/json, text/event-stream", "Host": PUBLIC_NAME}
     with trio.fail_after(60):
-        async with http_server() as server, nginx.in_front_of(server.url) as proxy:
+        async with http_server(*MEMORY) as server, nginx.in_front_of(server.url) as proxy:
             async with httpx2.AsyncClient(headers=headers) as http:
                 response = await http.post(proxy.url, json=initialize_request("proxied"))
             await server.log.wait_for(
@@ -129,7 +129,7 @@ async def test_a_public_name_the_server_was_not_given_gets_421_naming_the_option
 
 
 async def test_progress_reaches_the_client_through_nginx_while_the_call_runs(
-    nginx: Nginx, slow_module: str
+    nginx: Nginx, proxy_module: str
 ) -> None:
     """A progress notification crosses nginx while its call is still held, so nginx
     passes the event stream on as it comes (no buffering)."""
@@ -143,7 +143,7 @@ async def test_progress_reaches_the_client_through_nginx_while_the_call_runs(
 
     with trio.fail_after(60):
         async with (
-            http_server("--module", slow_module, "--allow-host", PUBLIC_NAME) as server,
+            http_server(*MEMORY, "--module", proxy_module, "--allow-host", PUBLIC_NAME) as server,
             nginx.in_front_of(server.url) as proxy,
             sdk_session(proxy.url, proxy.host_header) as client,
         ):
@@ -166,7 +166,7 @@ async def test_progress_reaches_the_client_through_nginx_while_the_call_runs(
 
 
 async def test_a_call_cut_between_client_and_nginx_is_resumed_through_nginx(
-    nginx: Nginx, slow_module: str
+    nginx: Nginx, proxy_module: str
 ) -> None:
     """The official client, its connection to nginx cut mid-call, reconnects through
     nginx with Last-Event-ID and returns the call's result."""
@@ -187,7 +187,7 @@ async def test_a_call_cut_between_client_and_nginx_is_resumed_through_nginx(
     result: list[types.CallToolResult] = []
     with trio.fail_after(60):
         async with (
-            http_server("--module", slow_module, "--allow-host", PUBLIC_NAME) as server,
+            http_server(*MEMORY, "--module", proxy_module, "--allow-host", PUBLIC_NAME) as server,
             nginx.in_front_of(server.url) as proxy,
             trio.open_nursery() as nursery,
         ):
@@ -222,9 +222,7 @@ async def test_a_trusted_nginx_makes_the_log_name_the_forwarded_client(nginx: Ng
     headers = {"Host": PUBLIC_NAME, "X-Forwarded-For": FORWARDED_CLIENT}
     with trio.fail_after(60):
         async with (
-            http_server(
-                "--token", TOKEN, "--trusted-proxy", "127.0.0.1", "--allow-host", PUBLIC_NAME
-            ) as server,
+            http_server(*MEMORY, *TRUSTING_NGINX) as server,
             nginx.in_front_of(server.url) as proxy,
         ):
             async with httpx2.AsyncClient(headers=headers) as http:
@@ -240,15 +238,13 @@ async def test_a_client_behind_a_trusted_nginx_cannot_name_someone_else(nginx: N
     transport = httpx2.AsyncHTTPTransport(local_address="127.0.0.5")
     with trio.fail_after(60):
         async with (
-            http_server(
-                "--token", TOKEN, "--trusted-proxy", "127.0.0.1", "--allow-host", PUBLIC_NAME
-            ) as server,
+            http_server(*MEMORY, *TRUSTING_NGINX) as server,
             nginx.in_front_of(server.url) as proxy,
         ):
             async with httpx2.AsyncClient(headers=headers, transport=transport) as http:
                 response = await http.post(proxy.url, json=initialize_request("proxied"))
             await server.log.wait_for(refused_from("127.0.0.5"), server.process)
-        log = server.log.text()
+            log = server.log.text()
     assert response.status_code == 401, response.text
     assert FORWARDED_CLIENT not in log
 
@@ -258,10 +254,10 @@ async def test_forwarded_headers_from_a_peer_that_is_not_trusted_are_ignored() -
     ignored: the log names the peer."""
     headers = {"X-Forwarded-For": FORWARDED_CLIENT}
     with trio.fail_after(60):
-        async with http_server("--token", TOKEN, "--trusted-proxy", "10.9.9.9") as server:
+        async with http_server(*MEMORY, "--token", TOKEN, "--trusted-proxy", "10.9.9.9") as server:
             async with httpx2.AsyncClient(headers=headers) as http:
                 response = await http.post(server.url, json=initialize_request("direct"))
             await server.log.wait_for(refused_from("127.0.0.1"), server.process)
-        log = server.log.text()
+            log = server.log.text()
     assert response.status_code == 401, response.text
     assert FORWARDED_CLIENT not in log

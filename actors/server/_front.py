@@ -7,8 +7,9 @@ Every path goes through it (``/mcp`` and the operator's ``/healthz``,
   (``localhost``, ``127.0.0.1``, ``[::1]``, any port) and to the names the
   operator adds (``--allow-host``): a web page whose DNS name an attacker
   points at 127.0.0.1 sends its own name, and is refused (DNS rebinding). A
-  reverse proxy that passes the public name on needs that name allowed; one
-  that sends its upstream's address (nginx's default) needs nothing. A public
+  reverse proxy that passes the public name on needs that name allowed, and
+  so does nginx's default when ``proxy_pass`` names an ``upstream`` block (it
+  sends the block's name); ``proxy_pass http://127.0.0.1:PORT`` needs nothing. A public
   bind cannot know its names in advance and checks only the operator's, if any.
 * **Origin** (403). A browser's request is served only from a loopback
   origin or one the operator allows (``--allow-origin``).

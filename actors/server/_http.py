@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Final, final
 from mcp import types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
@@ -32,7 +31,7 @@ from protocol import Caller
 from ._events import RETRY_INTERVAL_MS, BoundedEventStore, SessionScopes
 from ._front import Front
 from ._gate import Gate, RefusalLog, SessionTable
-from ._mcp import McpAdapter
+from ._mcp import McpAdapter, connection_of
 from ._ops import OpsRoutes, serve_asgi
 from ._options import LOOPBACK_NAMES, is_loopback
 
@@ -98,9 +97,14 @@ class _StaticTokens:
 def identify_http_caller(
     ctx: ServerRequestContext[Any, Any], *, token_required: bool = False
 ) -> Caller:
-    """Who sent an HTTP request: its token's label and tenant, and its ``Mcp-Session-Id``."""
+    """Who sent an HTTP request: its token's label and tenant, and its HTTP session.
+
+    The session is the one the SDK serves the request in (opened by this
+    token, see `actors.server._gate`), never the ``Mcp-Session-Id`` header as
+    sent: a 2026-era request is served without a session, whatever it carries.
+    """
     request = ctx.request
-    session = request.headers.get(MCP_SESSION_ID_HEADER) if isinstance(request, Request) else None
+    session = connection_of(ctx).session_id
     user = request.scope.get("user") if isinstance(request, Request) else None
     if isinstance(user, AuthenticatedUser):
         token = user.access_token

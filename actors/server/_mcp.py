@@ -67,6 +67,7 @@ import attrs
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from protocol import (
     BackendType,
@@ -106,6 +107,7 @@ __all__ = [
     "END_SESSION",
     "CallTarget",
     "McpAdapter",
+    "connection_of",
     "connection_session",
     "loggable",
     "stdio_caller",
@@ -527,10 +529,16 @@ class McpAdapter:
     def _end_with_connection(
         self, ctx: ServerRequestContext[Any, Any], session: str, caller: Caller
     ) -> None:
-        """Have the connection's closing end `session`, if it is the connection's own."""
+        """Have the connection's closing end `session`, if it is the connection's own.
+
+        Only a connection of the handshake era lives as long as its client's
+        session: the SDK serves each 2026-era request on a connection of its own.
+        """
         if caller.transport_session is None or session != caller.default_session(self._policy):
             return
-        connection = _connection_of(ctx)
+        connection = connection_of(ctx)
+        if connection.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
         if connection.state.get(_ENDS_WITH_CONNECTION) == session:
             return
         connection.state[_ENDS_WITH_CONNECTION] = session
@@ -597,12 +605,14 @@ _ENDS_WITH_CONNECTION: Final = "mcp-actors/session-ends-with-connection"
 """Where a connection's state notes that its closing will end its own session."""
 
 
-def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
+def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
     """The SDK's `Connection` a request came on.
 
-    Its ``exit_stack`` is where the SDK has per-connection cleanup pushed; this
-    SDK version hands a low-level handler the connection only through the
-    request's session (`tests/test_connection_sessions.py` fails if that changes).
+    Its ``session_id`` is the transport's session (an HTTP session the SDK
+    tracks, tied to the credential that opened it), and its ``exit_stack``
+    is where the SDK has per-connection cleanup pushed. This SDK version hands
+    a low-level handler the connection only through the request's session
+    (`tests/test_connection_sessions.py` fails if that changes).
     """
     return ctx.session._connection
 
