@@ -9,9 +9,12 @@ test needs, with no clock involved.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import sys
 import textwrap
+import tracemalloc
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +31,7 @@ from mcp.types import JSONRPCResponse
 from actors.server import ConfigurationError, ServeOptions
 from actors.server._events import (
     EVENT_OVERHEAD,
+    STREAM_OVERHEAD,
     BoundedEventStore,
     EventStoreStatistics,
     _scope,
@@ -403,8 +407,10 @@ def reply(text: str, request_id: int = 1) -> JSONRPCResponse:
 
 
 def size_of(message: JSONRPCResponse, stream: str) -> int:
-    """The bytes the store counts for `message` on `stream`."""
-    return EVENT_OVERHEAD + len(stream) + len(message.model_dump_json(by_alias=True))
+    """The bytes the store counts for `message` alone on `stream`: the event and its stream."""
+    data = message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+    del stream  # a stream costs the same whatever its id
+    return EVENT_OVERHEAD + sys.getsizeof(data) + STREAM_OVERHEAD
 
 
 async def replay(store: BoundedEventStore, last_event_id: str) -> tuple[str | None, list[Any]]:
@@ -529,6 +535,33 @@ class TestBoundedEventStore:
         assert held.events > 1  # beta keeps the rest of the bound
         with in_session(1, "token-1"):
             assert store.knows(alphas)
+
+    @pytest.mark.parametrize(
+        "text", [None, "", "x" * 200, "x" * 5000], ids=["priming", "0", "200", "5000"]
+    )
+    @pytest.mark.parametrize("sessions", [1, 500])
+    async def test_what_it_holds_in_memory_stays_within_the_bound(
+        self, text: str | None, sessions: int
+    ) -> None:
+        """Measured with tracemalloc, not counted: tiny events in many streams and sessions
+        cost more than their JSON, and the bound is for what is held."""
+        bound = 2 << 20
+        store = BoundedEventStore(bound)
+        message = None if text is None else reply(text)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for serial in range(sessions):
+                with in_session(serial, f"token-{serial % 7}"):
+                    for number in range(20_000 // sessions):
+                        await store.store_event(str(number % 500), message)
+            gc.collect()
+            held = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        assert store.statistics().events > 100  # it was filled, and evicted to stay in bound
+        assert held <= bound * 1.05, f"{held / bound:.2f} x the bound"
 
     def test_its_bounds_must_be_positive(self) -> None:
         with pytest.raises(ValueError, match=r"^max_bytes and max_events_per_stream must be"):
