@@ -8,12 +8,14 @@ nothing for one that did not.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from actors import (
     CallTimeoutError,
@@ -23,6 +25,7 @@ from actors import (
     ToolModule,
     open_runtime,
 )
+from actors.server._mcp import PROGRESS_INTERVAL, _ProgressRelay
 
 from ._mcp_helpers import raw_server
 
@@ -181,3 +184,39 @@ async def test_a_tool_flooding_reports_costs_the_client_little() -> None:
     assert 1 <= len(notes) <= 2
     assert notes[-1]["params"] == {"progressToken": "flood", "progress": 100_000, "total": 100_000}
     assert messages[-1]["result"]["content"][0]["text"] == "reported 100000 times"
+
+
+class _CountingSession:
+    """Stands in for the SDK's session: records each progress notification the relay sends."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[float, float]] = []  # (when, progress)
+
+    async def report_progress(
+        self, progress: float, total: float | None, message: str | None
+    ) -> None:
+        await trio.lowlevel.checkpoint()
+        self.sent.append((trio.current_time(), progress))
+
+
+async def test_reports_that_yield_between_them_are_sent_at_most_ten_a_second(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A tool reporting every millisecond for 20 s: about 200 notifications, never two within
+    the interval, and the last report sent as soon as the call ends."""
+    session = _CountingSession()
+    relay = _ProgressRelay(session)  # type: ignore[arg-type]  # what the relay calls of it
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(relay.send_until_finished)
+        for step in range(1, 20_001):
+            relay.hear(ProgressReport(float(step), 20_000.0, None))
+            await trio.sleep(0.001)
+        ended = trio.current_time()
+        relay.finish()
+    times = [when for when, _ in session.sent]
+    assert 150 <= len(session.sent) <= 202
+    # Every gap is an interval at least, but the last: the call's end is not held back.
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times[:-1])]
+    assert min(gaps) >= PROGRESS_INTERVAL - 1e-9
+    assert session.sent[-1][1] == 20_000.0  # the newest report, sent by the time it ended
+    assert session.sent[-1][0] <= ended

@@ -238,22 +238,28 @@ def _annotations(tool: Tool) -> types.ToolAnnotations | None:
     )
 
 
+PROGRESS_INTERVAL: Final = 0.1
+"""Seconds between two progress notifications of one call, at least (the last is never held)."""
+
+
 @final
 class _ProgressRelay:
-    """Sends one call's progress to its client: the newest report, one notification at a time.
+    """Sends one call's progress to its client: the newest report, at most ten a second.
 
-    `hear` keeps only the newest report, so a tool that reports in a tight
-    loop costs the client a bounded number of notifications and the server
-    one report's memory. The SDK sends nothing when the request carried no
-    ``progressToken``. A notification that cannot be sent (the client left)
-    ends the relaying, never the call.
+    `hear` keeps only the newest report, and a notification is sent at most
+    every `PROGRESS_INTERVAL`, so a tool that reports in a tight loop costs
+    the client a bounded number of notifications (a call of a minute: about
+    600) and the server one report's memory. The last report is sent as soon
+    as the call ends, before its result. The SDK sends nothing when the
+    request carried no ``progressToken``. A notification that cannot be sent
+    (the client left) ends the relaying, never the call.
     """
 
     def __init__(self, session: ServerSession) -> None:
         self._session = session
         self._latest: ProgressReport | None = None
         self._wake = anyio.Event()
-        self._finished = False
+        self._finished = anyio.Event()
         self._broken = False
 
     def hear(self, report: ProgressReport) -> None:
@@ -263,17 +269,20 @@ class _ProgressRelay:
 
     def finish(self) -> None:
         """No more reports will come: send what is left, then stop."""
-        self._finished = True
+        self._finished.set()
         self._wake.set()
 
     async def send_until_finished(self) -> None:
-        """Send each newest report as it comes, until `finish` and the last one is sent."""
+        """Send the newest report at most every interval, until `finish` and the last is sent."""
         while True:
             await self._wake.wait()
             self._wake = anyio.Event()
             await self._send_latest()
-            if self._finished and self._latest is None:
+            if self._finished.is_set() and self._latest is None:
                 return
+            # Reports heard meanwhile only replace the newest; the call's end cuts this short.
+            with anyio.move_on_after(PROGRESS_INTERVAL):
+                await self._finished.wait()
 
     async def _send_latest(self) -> None:
         report, self._latest = self._latest, None
