@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import time
 from pathlib import Path
 
-__all__ = ["Process", "descendants", "left_after", "name_of", "still_running"]
+__all__ = [
+    "Process",
+    "command_line_of",
+    "descendants",
+    "left_after",
+    "listening_addresses",
+    "name_of",
+    "still_running",
+]
 
 # A process by pid and start time (field 22 of /proc/PID/stat), so a reused pid is not it.
 Process = tuple[int, str]
@@ -63,3 +72,38 @@ def left_after(processes: set[Process], seconds: float) -> list[int]:
     while still_running(processes) and time.monotonic() < deadline:
         time.sleep(0.1)
     return sorted(pid for pid, _ in still_running(processes))
+
+
+def command_line_of(pid: int) -> str:
+    """A process's command line, its arguments joined by spaces ("" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
+def listening_addresses(pids: set[int]) -> set[str]:
+    """The addresses the TCP sockets of `pids` listen on (``127.0.0.1``, ``0.0.0.0``, ``::``…)."""
+    inodes = set()
+    for pid in pids:
+        try:
+            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            continue  # gone, or not ours to read
+        inodes |= {link[8:-1] for link in links if link.startswith("socket:[")}
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                found.add(_address(fields[1].split(":")[0]))
+    return found
+
+
+def _address(hexadecimal: str) -> str:
+    """/proc/net/tcp's address (little-endian words of hex) as an IP address."""
+    raw = bytes.fromhex(hexadecimal)
+    words = b"".join(raw[index : index + 4][::-1] for index in range(0, len(raw), 4))
+    address = ipaddress.ip_address(words)
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 is 127.0.0.1
+    return str(mapped or address)

@@ -10,12 +10,14 @@ Ray instance with them.
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import re
 import signal
 import subprocess
 import tempfile
 import uuid
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -35,10 +37,13 @@ from ._mcp_helpers import (
     texts,
 )
 from ._postgres import fresh_postgres_url_fixture, postgres_server_fixture  # noqa: F401  (fixtures)
-from ._processes import descendants, left_after, name_of
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from ._processes import (
+    command_line_of,
+    descendants,
+    left_after,
+    listening_addresses,
+    name_of,
+)
 
 pytest.importorskip("ray")
 
@@ -66,6 +71,11 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
     ) as server:
         ray_processes = descendants(server.process.pid)  # Ray's own: GCS, raylet, workers
         assert {"raylet", "gcs_server"} <= {name_of(pid) for pid, _ in ray_processes}
+        # A loopback front: Ray's ports too, each of them; its token for this user only.
+        listening = listening_addresses({pid for pid, _ in ray_processes})
+        assert listening, "Ray listens somewhere"
+        assert all(ipaddress.ip_address(address).is_loopback for address in listening), listening
+        assert (Path.home() / ".ray" / "auth_token").stat().st_mode & 0o777 == 0o600
         async with server.session(GATEWAY) as gateway, server.session(ALPHA) as alpha:
             for session in SESSIONS:
                 meta = {"sessionId": session}
@@ -108,6 +118,9 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
                 scraped = await http.get(
                     server.url.removesuffix("/mcp") + "/metrics", headers=bearer(GATEWAY)
                 )
+                by_a_tenant = await http.get(
+                    server.url.removesuffix("/mcp") + "/metrics", headers=bearer(ALPHA)
+                )
             server.process.send_signal(signal.SIGTERM)
             with trio.fail_after(60):
                 code = await server.process.wait()
@@ -126,6 +139,7 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
     assert after_second == listed[2]  # and stopping it left the shards serving
     # Every call a shard ran is counted there, labelled with it; refusals at the front.
     assert scraped.status_code == 200, scraped.text
+    assert by_a_tenant.status_code == 403  # every tenant's figures: a gateway's to read
     samples = [
         sample
         for family in text_string_to_metric_families(scraped.text)
@@ -147,6 +161,83 @@ async def test_the_front_serves_each_session_from_its_shard_refuses_and_stops(
     assert "Traceback" not in log
     left = left_after(ray_processes, 10)  # the command stopped its Ray: its daemons may lag
     assert not left, f"the local Ray instance outlived the command: {left}"
+
+
+async def test_a_frozen_shard_holds_up_nothing_and_a_front_without_its_cluster_says_so(
+    fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard that stops answering delays only the scrape (and is left out of it); a --join
+    front whose cluster stopped is not ready, and its calls say why, not -32603."""
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    common = ("--state", fresh_postgres_url, "--name", name, "--metrics", "--token", GATEWAY)
+    async with http_server(
+        "--shards", "2", "--num-cpus", "2", *common,
+        command=CLUSTER, startup=CLUSTER_STARTUP_TIMEOUT,
+    ) as cluster:  # fmt: skip
+        address = ON_RAY.search(cluster.log.text())
+        assert address is not None, cluster.log.text()
+        monkeypatch.setenv("RAY_AUTH_MODE", "token")
+        async with http_server(
+            "--address", address.group(1), "--join", *common,
+            command=CLUSTER, startup=CLUSTER_STARTUP_TIMEOUT,
+        ) as front:  # fmt: skip
+            base = front.url.removesuffix("/mcp")
+            (frozen, *_) = [
+                pid
+                for pid, _ in descendants(cluster.process.pid)
+                if "ShardHost" in command_line_of(pid)
+            ]
+            os.kill(frozen, signal.SIGSTOP)
+            try:
+                answered_meanwhile, scraped = await _probe_while_scraping(base)
+            finally:
+                os.kill(frozen, signal.SIGCONT)
+            cluster.process.send_signal(signal.SIGTERM)
+            with trio.fail_after(CLUSTER_STARTUP_TIMEOUT):
+                await cluster.process.wait()
+            async with httpx2.AsyncClient(timeout=30) as http:
+                with trio.fail_after(60):  # the front asks again at most once a second
+                    while (ready := await http.get(base + "/readyz")).status_code == 200:  # noqa: ASYNC110
+                        await trio.sleep(0.2)
+            async with front.session(GATEWAY) as client:
+                orphaned = await client.call_tool(
+                    "planning__list_goals", {}, meta={"sessionId": "s"}
+                )
+            front_log = front.log.text()
+    assert answered_meanwhile >= 10, "the front's other requests waited for the frozen shard"
+    assert scraped.status_code == 200
+    shards = {
+        sample.labels.get("shard")
+        for family in text_string_to_metric_families(scraped.text)
+        for sample in family.samples
+    }
+    assert len(shards - {None}) == 1  # the frozen one was left out of that scrape
+    assert "it did not answer in time" in front_log
+    assert ready.status_code == 503
+    assert f"cluster {name!r} cannot be reached" in ready.text
+    assert orphaned.is_error
+    assert texts(orphaned).startswith(f"the cluster {name!r} cannot be reached")
+    assert "Traceback" not in front_log
+
+
+async def _probe_while_scraping(base: str) -> tuple[int, httpx2.Response]:
+    """Scrape /metrics, and meanwhile ask /healthz again and again: how many were answered
+    while the scrape was still under way, and the scrape."""
+    answered = 0
+    scraped: list[httpx2.Response] = []
+    async with httpx2.AsyncClient(timeout=60) as http:
+
+        async def scrape() -> None:
+            scraped.append(await http.get(base + "/metrics", headers=bearer(GATEWAY)))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(scrape)
+            while not scraped:
+                healthz = await http.get(base + "/healthz")
+                if not scraped:
+                    assert healthz.status_code == 200
+                    answered += 1
+    return answered, scraped[0]
 
 
 @pytest.mark.parametrize(
@@ -177,6 +268,21 @@ def test_a_bad_command_line_is_refused_before_anything_starts(
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "Started a local Ray instance" not in result.stderr
+
+
+def test_a_ray_without_token_authentication_is_refused_before_it_starts() -> None:
+    """Ray's ports run code for whoever reaches them: RAY_AUTH_MODE=disabled is refused."""
+    result = subprocess.run(
+        [*CLUSTER, *LOCAL],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )
+    assert result.returncode == 2, result.stderr
+    assert "RAY_AUTH_MODE=disabled turns off Ray's token authentication" in result.stderr
+    assert "starting a local Ray instance" not in result.stderr
 
 
 async def test_joining_a_ray_that_does_not_answer_says_what_it_waits_for() -> None:

@@ -15,13 +15,46 @@ was in flight gets an error, never a silent drop. ``python -m actors cluster``
 serves the MCP endpoint in front of the shards.
 """
 
-from ._cluster import NAMESPACE as NAMESPACE
-from ._cluster import Cluster as Cluster
-from ._cluster import Directory as Directory
-from ._cluster import MembershipError as MembershipError
-from ._cluster import ShardLostError as ShardLostError
-from ._cluster import connect_cluster as connect_cluster
-from ._cluster import open_cluster as open_cluster
-from ._shard import Moved as Moved
-from ._shard import ShardHost as ShardHost
-from ._shard import WireCall as WireCall
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._cluster import NAMESPACE as NAMESPACE
+    from ._cluster import Cluster as Cluster
+    from ._cluster import ClusterUnavailableError as ClusterUnavailableError
+    from ._cluster import Directory as Directory
+    from ._cluster import MembershipError as MembershipError
+    from ._cluster import ShardLostError as ShardLostError
+    from ._cluster import connect_cluster as connect_cluster
+    from ._cluster import open_cluster as open_cluster
+    from ._shard import Moved as Moved
+    from ._shard import ShardHost as ShardHost
+    from ._shard import WireCall as WireCall
+
+# Imported on first use, not with the package: ``actors cluster`` sets Ray's
+# environment (token authentication, loopback binds) before Ray is imported,
+# and Ray reads it at import time.
+_WHERE = {
+    "NAMESPACE": "._cluster",
+    "Cluster": "._cluster",
+    "ClusterUnavailableError": "._cluster",
+    "Directory": "._cluster",
+    "MembershipError": "._cluster",
+    "ShardLostError": "._cluster",
+    "connect_cluster": "._cluster",
+    "open_cluster": "._cluster",
+    "Moved": "._shard",
+    "ShardHost": "._shard",
+    "WireCall": "._shard",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    return getattr(importlib.import_module(module, __name__), name)

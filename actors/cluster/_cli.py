@@ -12,20 +12,22 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.metadata
 import logging
 import os
 import re
+import secrets
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import ray
 import trio
 
 from ..server._cli import checked_options, configure_logging, run_server
 from ..server._cli import parser as serve_parser
+from ..server._options import is_loopback
 from ..server._serve import serve
 from ..store import check_store_url
-from ._cluster import NAMESPACE, connect_cluster, open_cluster
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -146,6 +148,14 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m actors cluste
     except ValueError as exc:
         cli.error(str(exc))
     configure_logging(args.log_level, args.log_format)
+    try:
+        _secure_ray(args, options)
+    except ValueError as exc:
+        cli.exit(2, f"{cli.prog}: error: {exc}\n")
+    import ray  # only now: it reads the environment `_secure_ray` set as it is imported
+
+    from ._cluster import NAMESPACE
+
     if args.address is None:
         logger.info("starting a local Ray instance")
     else:  # Ray waits a while for an address that does not answer: say what it waits for
@@ -176,6 +186,78 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m actors cluste
         ray.shutdown()
 
 
+_AUTH_MODE: Final = "RAY_AUTH_MODE"
+# Ray's own switch for a machine that runs no cluster: every Ray port binds 127.0.0.1.
+_LOCAL_ONLY: Final = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+_TOKEN_PATH: Final = "RAY_AUTH_TOKEN_PATH"
+_TOKEN_AUTH_SINCE: Final = (2, 52)
+
+
+def _secure_ray(args: argparse.Namespace, options: ServeOptions) -> None:
+    """Make the Ray this command starts or joins take only clients that hold its token.
+
+    Ray's ports run code for whoever reaches them, so: token authentication is
+    required (Ray 2.52 and later; ``RAY_AUTH_MODE=disabled`` is refused), the
+    token file is readable by this user only (Ray writes it world-readable),
+    and a local Ray behind a loopback front binds every port to loopback.
+    Raises ValueError saying what to change. Sets the variables in this
+    process's environment, which Ray's processes inherit.
+    """
+    version = importlib.metadata.version("ray")
+    if _release(version) < _TOKEN_AUTH_SINCE:
+        msg = (
+            f"Ray {version} has no token authentication, so anyone who reaches its ports could "
+            "run code as this user: install ray 2.52 or later"
+        )
+        raise ValueError(msg)
+    mode = os.environ.get(_AUTH_MODE, "token")
+    if mode.lower() != "token":
+        msg = (
+            f"{_AUTH_MODE}={mode} turns off Ray's token authentication: anyone who reaches Ray's "
+            f"ports could run code as this user; unset it (the cluster sets {_AUTH_MODE}=token)"
+        )
+        raise ValueError(msg)
+    os.environ[_AUTH_MODE] = "token"
+    if args.address is not None:
+        # A Ray someone else runs: its token and its binds are theirs. One on
+        # loopback (a loopback cluster's, joined) is reached as a local-only node.
+        host = args.address.removeprefix("ray://").rpartition(":")[0]
+        if host and is_loopback(host):
+            os.environ[_LOCAL_ONLY] = "0"
+        return
+    if _TOKEN_PATH not in os.environ and "RAY_AUTH_TOKEN" not in os.environ:
+        _private_token(Path.home() / ".ray" / "auth_token")
+    assert options.http is not None
+    if is_loopback(options.http[0]):
+        os.environ[_LOCAL_ONLY] = "0"
+        logger.info("Ray binds to loopback only, as the front does")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``2.60.0rc1`` → ``(2, 60, 0)``: the numbers a release starts with."""
+    numbers = []
+    for part in version.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        numbers.append(int(digits.group()))
+    return tuple(numbers)
+
+
+def _private_token(path: Path) -> None:
+    """Ray's default token file, made if missing, readable by this user only either way."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        if path.stat().st_mode & 0o077:
+            logger.warning("Ray's token %s was readable by others: made private", path)
+            path.chmod(0o600)
+        return
+    with os.fdopen(descriptor, "w") as file:
+        file.write(secrets.token_hex(32))  # as Ray makes its own: 256 bits
+
+
 def _local_modules(args: argparse.Namespace) -> dict[str, Any] | None:
     """For a local Ray and ``--module``: shards search the current directory first, as serve does.
 
@@ -189,6 +271,10 @@ def _local_modules(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _running(name: str) -> bool:
+    import ray
+
+    from ._cluster import NAMESPACE
+
     try:
         ray.get_actor(f"{name}/directory", namespace=NAMESPACE)
     except ValueError:
@@ -212,6 +298,8 @@ async def _shards(
     it refuses. With ``--metrics`` every shard keeps metrics of its runtime,
     and the front's exposition includes them (`_announce`).
     """
+    from ._cluster import open_cluster
+
     del store, observer
     opening = open_cluster(
         specs,
@@ -242,6 +330,8 @@ async def _front(
 ) -> AsyncIterator[Cluster]:
     """The serve backend of ``--join``: the running cluster `name`, whose shards stay up."""
     del options, store, observer
+    from ._cluster import connect_cluster
+
     cluster = await trio.to_thread.run_sync(connect_cluster, name)
     _announce(cluster, metrics)
     yield cluster
@@ -249,10 +339,12 @@ async def _front(
 
 def _announce(cluster: Cluster, metrics: PrometheusMetrics | None) -> None:
     """Log where the cluster runs (``--join`` fronts are pointed at it); scrape its shards."""
+    import ray
+
     address = ray.get_runtime_context().gcs_address
     shards = ", ".join(cluster.shards)
     logger.info("cluster %r on Ray at %s: %s", cluster.name, address, shards)
     if metrics is not None:
-        # Read at each scrape, blocking the front's loop for a Ray round trip (a few ms;
-        # at most a few seconds for a shard that does not answer, then left out).
-        metrics.include("shard", cluster.metric_families)
+        # Gathered when /metrics is scraped, awaited without blocking the event loop
+        # (a shard that does not answer is left out after a few seconds).
+        metrics.include("shard", cluster.gathered_metric_families)

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast, final
 
+import anyio
 import ray
 import sniffio
 import trio
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NAMESPACE",
     "Cluster",
+    "ClusterUnavailableError",
     "Directory",
     "MembershipError",
     "ShardLostError",
@@ -79,13 +81,18 @@ NAMESPACE: Final = "mcp-actors"
 _SHARD_LOST: Final = (ActorDiedError, ActorUnavailableError, RayActorError)
 _MAX_ROUTES: Final = 8  # reroutes of one call before the caller is told to retry
 _RETRY_FOR: Final = 60.0  # seconds a handover step waits for a restarting shard
-_SCRAPE_TIMEOUT: Final = 5.0  # seconds a scrape waits for one shard's metrics
+_SCRAPE_TIMEOUT: Final = 2.0  # seconds a scrape waits for one shard's metrics
+_PROBE_TIMEOUT: Final = 2.0  # seconds /readyz waits for the cluster's directory
 T = TypeVar("T")
 _Wait = Callable[[Any], Awaitable[Any]]
 
 
 class ShardLostError(RuntimeCallError):
     """The shard running a call was lost (its process died): the call may or may not have run."""
+
+
+class ClusterUnavailableError(RuntimeCallError):
+    """The cluster a front serves cannot be reached (it stopped): nothing was run."""
 
 
 class MembershipError(RuntimeError):
@@ -280,16 +287,44 @@ class Cluster:
         raise ShardLostError(msg)
 
     async def _refresh(self, wait: _Wait) -> None:
-        committed, _ = await wait(self._directory.memberships.remote())
+        try:
+            committed, _ = await wait(self._directory.memberships.remote())
+        except _SHARD_LOST:
+            msg = "its directory does not answer"
+            raise self._gone(msg) from None
         if committed.epoch > self._membership.epoch:
             self._membership = committed
 
     def _handle(self, shard: str) -> Any:
         handle = self._handles.get(shard)
         if handle is None:  # a shard another process started: looked up once, by name
-            handle = ray.get_actor(f"{self._name}/{shard}", namespace=NAMESPACE)
+            try:
+                handle = ray.get_actor(f"{self._name}/{shard}", namespace=NAMESPACE)
+            except ValueError:
+                msg = f"its shard {shard!r} is not on Ray"
+                raise self._gone(msg) from None
             self._handles[shard] = handle
         return handle
+
+    def _gone(self, why: str) -> ClusterUnavailableError:
+        return ClusterUnavailableError(
+            f"the cluster {self._name!r} cannot be reached ({why}): the call was not run; "
+            "its operator must start the cluster again"
+        )
+
+    async def unavailable(self) -> str | None:
+        """Why the cluster cannot serve now (its directory does not answer), or None.
+
+        For ``/readyz``: awaited on the event loop, never blocking it, at most
+        `_PROBE_TIMEOUT` seconds.
+        """
+        with anyio.move_on_after(_PROBE_TIMEOUT):
+            try:
+                await _resolved(self._directory.memberships.remote())
+            except _SHARD_LOST as error:
+                return f"the cluster {self._name!r} cannot be reached: {type(error).__name__}"
+            return None
+        return f"the cluster {self._name!r} did not answer within {_PROBE_TIMEOUT:g} s"
 
     # ---- introspection ---------------------------------------------------------
 
@@ -304,10 +339,10 @@ class Cluster:
         return live
 
     def metric_families(self) -> dict[str, list[Metric]]:
-        """Each shard's Prometheus metric families, by shard name, for one scrape.
+        """Each shard's Prometheus metric families, by shard name, waiting for them.
 
         Empty lists unless the cluster was opened with ``metrics=True``. A shard
-        that does not answer within a few seconds is left out of this scrape.
+        that does not answer within a few seconds is left out.
         """
         sent = {shard: self._handle(shard).metric_families.remote() for shard in self.shards}
         families = {}
@@ -316,6 +351,28 @@ class Cluster:
                 families[shard] = ray.get(ref, timeout=_SCRAPE_TIMEOUT)
             except (GetTimeoutError, *_SHARD_LOST) as error:
                 logger.warning("no metrics from %s this scrape: %s", shard, type(error).__name__)
+        return families
+
+    async def gathered_metric_families(self) -> dict[str, list[Metric]]:
+        """`metric_families`, awaited on the event loop (trio or asyncio) without blocking it.
+
+        All shards are asked at once; one that does not answer within
+        `_SCRAPE_TIMEOUT` seconds, or is lost, is left out.
+        """
+        families: dict[str, list[Metric]] = {}
+
+        async def one(shard: str) -> None:
+            with anyio.move_on_after(_SCRAPE_TIMEOUT):
+                try:
+                    families[shard] = await _resolved(self._handle(shard).metric_families.remote())
+                except (*_SHARD_LOST, ClusterUnavailableError) as error:
+                    logger.warning("no metrics from %s: %s", shard, type(error).__name__)
+                return
+            logger.warning("no metrics from %s: it did not answer in time", shard)
+
+        async with anyio.create_task_group() as asking:
+            for shard in self.shards:
+                asking.start_soon(one, shard)
         return families
 
     def pid_of(self, shard: str) -> int:

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_SESSIONS_PER_TOKEN",
     "DEFAULT_SESSION_IDLE_TIMEOUT",
+    "TENANT_CLAIM",
     "Gate",
     "RefusalLog",
     "SessionTable",
@@ -82,6 +83,8 @@ DEFAULT_MAX_BATCH: Final = 32
 REFUSAL_LOG_INTERVAL: Final = 10.0
 """Seconds between two log lines about refusals of one kind."""
 
+TENANT_CLAIM: Final = "dev.mcp-actors/tenant"
+"""The claim of a bearer token's `AccessToken` that names the tenant it is bound to."""
 ANONYMOUS: Final = "anonymous"
 """The principal of every client without a token (a loopback server configured without any)."""
 

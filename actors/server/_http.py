@@ -30,7 +30,7 @@ from protocol import Caller
 
 from ._events import RETRY_INTERVAL_MS, BoundedEventStore, SessionScopes
 from ._front import Front
-from ._gate import Gate, RefusalLog, SessionTable
+from ._gate import TENANT_CLAIM, Gate, RefusalLog, SessionTable
 from ._mcp import McpAdapter, connection_of
 from ._ops import OpsRoutes, serve_asgi
 from ._options import LOOPBACK_NAMES, is_loopback
@@ -62,7 +62,6 @@ logger = logging.getLogger("actors.serve")
 
 MCP_PATH: Final = "/mcp"
 """Where the Streamable HTTP endpoint is mounted."""
-_TENANT_CLAIM: Final = "dev.mcp-actors/tenant"
 # Once calls have drained, open connections (idle SSE streams) get this long.
 _HTTP_CLOSE_GRACE: Final = 1.0
 
@@ -89,7 +88,7 @@ class _StaticTokens:
         match: AccessToken | None = None
         for digest, label, tenant in self._tokens:
             if hmac.compare_digest(offered, digest):
-                claims = None if tenant is None else {_TENANT_CLAIM: tenant}
+                claims = None if tenant is None else {TENANT_CLAIM: tenant}
                 match = AccessToken(token=token, client_id=label, scopes=[], claims=claims)
         return match
 
@@ -108,7 +107,7 @@ def identify_http_caller(
     user = request.scope.get("user") if isinstance(request, Request) else None
     if isinstance(user, AuthenticatedUser):
         token = user.access_token
-        tenant = (token.claims or {}).get(_TENANT_CLAIM)
+        tenant = (token.claims or {}).get(TENANT_CLAIM)
         return Caller(token.client_id, tenant if isinstance(tenant, str) else None, session)
     if token_required:
         # The gate answers such a request with 401 before it gets here; should one

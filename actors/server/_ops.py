@@ -9,11 +9,16 @@
   the answer is reused for a second, so a client polling ``/readyz`` as fast
   as it can costs the store one load per second, not one per request.
 * ``GET /metrics`` is the Prometheus exposition (the ``metrics`` extra).
-  With ``--metrics`` it is on the MCP listener and takes the same bearer
-  tokens as MCP when the server has any; with ``--metrics HOST:PORT`` it is
-  on a listener of its own (a stdio server's only way to serve it, or an
-  HTTP server's way to keep it off the public port) that takes no token,
-  and these three paths are all that listener serves.
+  With ``--metrics`` it is on the MCP listener, and a server with tokens
+  shows it only to a gateway token (one bound to no tenant): the figures are
+  every tenant's, so a tenant's token gets 403. With ``--metrics HOST:PORT``
+  it is on a listener of its own (a stdio server's only way to serve it, or
+  an HTTP server's way to keep it off the public port) that takes no token,
+  and these three paths are all that listener serves. Metrics gathered from
+  elsewhere (a cluster's shards) are asked for at most once a second, and
+  awaited without holding up any other request.
+* ``/readyz`` also asks the backend, when it can say (a cluster front: is
+  the cluster there?), with the same deadline and reuse as the store probe.
 
 None of them says anything about sessions, tenants or calls beyond the
 aggregate numbers the metrics carry.
@@ -21,6 +26,7 @@ aggregate numbers the metrics carry.
 
 from __future__ import annotations
 
+import enum
 import functools
 import logging
 import math
@@ -35,9 +41,10 @@ from starlette.responses import PlainTextResponse, Response
 from protocol import ActorKey, ToolContext
 
 from ..store import StoreError
+from ._gate import TENANT_CLAIM
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from hypercorn.typing import ASGIFramework
     from mcp.server.auth.provider import TokenVerifier
@@ -77,11 +84,13 @@ class Readiness:
         store: StateStore | None,
         draining: Callable[[], bool],
         *,
+        backend: Callable[[], Awaitable[str | None]] | None = None,
         probe_timeout: float = PROBE_TIMEOUT,
         reuse_for: float = PROBE_REUSE,
     ) -> None:
         self._store = store
         self._draining = draining
+        self._backend = backend
         self._probe_timeout = probe_timeout
         self._reuse_for = reuse_for
         self._answer: str | None = None
@@ -92,7 +101,7 @@ class Readiness:
         """``None`` when ready; else what keeps the server from taking calls."""
         if self._draining():
             return "shutting down: draining the calls in flight, taking no new ones"
-        if self._store is None:
+        if self._store is None and self._backend is None:
             return None
         if trio.current_time() - self._answered_at >= self._reuse_for:
             await self._probe_once()
@@ -113,7 +122,13 @@ class Readiness:
             self._probing = None
 
     async def _probe(self) -> str | None:
-        assert self._store is not None
+        if self._backend is not None:
+            problem = await self._backend()
+            if problem is not None:
+                logger.warning("readiness: %s", problem)
+                return problem
+        if self._store is None:
+            return None
         with trio.move_on_after(self._probe_timeout):
             try:
                 await self._store.load(_PROBE_KEY)
@@ -168,24 +183,44 @@ class OpsRoutes:
             return PlainTextResponse(f"not ready: {problem}\n", status_code=503)
         if self._metrics is None:
             return PlainTextResponse("metrics are off (serve with --metrics)\n", status_code=404)
-        if not await self._authorized(scope):
+        access = await self._access(scope)
+        if access is _Access.NONE:
             return PlainTextResponse(
                 "a bearer token is required\n",
                 status_code=401,
                 headers={"WWW-Authenticate": "Bearer"},
             )
+        if access is _Access.TENANT:
+            return PlainTextResponse(
+                "the metrics show every tenant's figures: a gateway token (bound to no tenant) "
+                "reads them, a tenant's token does not\n",
+                status_code=403,
+            )
+        await self._metrics.refresh()
         body, content_type = self._metrics.exposition()
         return Response(body, media_type=content_type)
 
-    async def _authorized(self, scope: Scope) -> bool:
+    async def _access(self, scope: Scope) -> _Access:
         if self._tokens is None:
-            return True
+            return _Access.GATEWAY
         for name, value in scope.get("headers", ()):
             if name == b"authorization":
                 scheme, _, token = value.decode("latin-1").partition(" ")
                 if scheme.lower() == "bearer" and token:
-                    return await self._tokens.verify_token(token.strip()) is not None
-        return False
+                    verified = await self._tokens.verify_token(token.strip())
+                    if verified is None:
+                        return _Access.NONE
+                    tenant = (verified.claims or {}).get(TENANT_CLAIM)
+                    return _Access.GATEWAY if tenant is None else _Access.TENANT
+        return _Access.NONE
+
+
+class _Access(enum.Enum):
+    """What a request's token lets it read of ``/metrics``."""
+
+    NONE = "none"
+    TENANT = "tenant"
+    GATEWAY = "gateway"
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -309,7 +309,10 @@ async def serve(options: ServeOptions, *, backend: Backend = local_runtime) -> N
                 stop = trio.Event()
                 grace = options.runtime.shutdown_grace
                 watchers.start_soon(_drain, shutdown, adapter, grace, stop)
-                readiness = Readiness(store, shutdown.requested.is_set)
+                # A backend that can tell whether it is there (a cluster front) says so too.
+                readiness = Readiness(
+                    store, shutdown.requested.is_set, backend=getattr(runtime, "unavailable", None)
+                )
                 with shutdown.hurry:
                     await _serve_transport(adapter, options, stop, readiness, metrics)
                 if stdio_session is not None and options.session is None:

@@ -19,8 +19,10 @@ from __future__ import annotations
 import bisect
 import collections
 import logging
-from typing import TYPE_CHECKING, Final, final
+import math
+from typing import TYPE_CHECKING, Final, TypeAlias, final
 
+import trio
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
     from protocol import ActorKey
 
     from .._observe import CallRecord, StopReason
+
+    _Source: TypeAlias = Callable[[], Awaitable[Mapping[str, Iterable[Metric]]]]
 
 __all__ = ["LATENCY_BUCKETS", "UNKNOWN_TOOL", "PrometheusMetrics"]
 
@@ -73,6 +77,8 @@ LATENCY_BUCKETS: Final = (
 # that does not normalise ``le`` would otherwise see two different series for one bound.
 _BOUNDS: Final = (*map(floatToGoString, LATENCY_BUCKETS), "+Inf")
 UNKNOWN_TOOL: Final = "unknown"
+REFRESH_REUSE: Final = 1.0
+"""Seconds one gathering of the included sources serves scrapes for (see `refresh`)."""
 """The tool label of a call whose name resolved to no tool."""
 
 
@@ -128,7 +134,10 @@ class PrometheusMetrics(Observer, Collector):
             _Histogram
         )
         self._in_flight: Callable[[], float] | None = None
-        self._included: tuple[str, Callable[[], Mapping[str, Iterable[Metric]]]] | None = None
+        self._included: tuple[str, _Source] | None = None
+        self._gathered: Mapping[str, Iterable[Metric]] = {}
+        self._gathered_at = -math.inf
+        self._gathering: trio.Event | None = None
         self.registry: Final = CollectorRegistry(auto_describe=True)
         """Where the metrics are registered; scrape it, or `exposition`."""
         self.registry.register(self)
@@ -189,28 +198,48 @@ class PrometheusMetrics(Observer, Collector):
         """
         return make_asgi_app(self.registry)
 
-    def include(self, label: str, sources: Callable[[], Mapping[str, Iterable[Metric]]]) -> None:
-        """Also export, at each scrape, the families `sources` returns by source name.
+    def include(self, label: str, sources: _Source) -> None:
+        """Also export the families `sources` gathers, by source name, as of the last `refresh`.
 
         Each of their samples gets the label `label` with its source's name, and
         joins this instance's family of the same name: a cluster's front
         includes its shards' metrics as ``shard="shard-0"``…, so one scrape and a
-        ``sum by (tool)`` cover the cluster. A source that fails is logged and
-        left out of that scrape.
+        ``sum by (tool)`` cover the cluster. `sources` is awaited by `refresh`,
+        never by a scrape itself, so a source that hangs cannot hold up the
+        event loop or the scrape beyond the source's own timeouts.
         """
         self._included = (label, sources)
+
+    async def refresh(self) -> None:
+        """Gather the included sources again (under trio), if the last gathering is over a
+        second old: however often /metrics is scraped, the sources are asked at most
+        once a second, one gathering at a time. A source that fails is logged and
+        left out until it answers again."""
+        if self._included is None:
+            return
+        if self._gathering is not None:
+            await self._gathering.wait()
+            return
+        if trio.current_time() - self._gathered_at < REFRESH_REUSE:
+            return
+        self._gathering = trio.Event()
+        try:
+            try:
+                self._gathered = await self._included[1]()
+            except Exception:  # a scrape still answers with what this process knows
+                logger.exception("metrics of the included sources could not be read")
+                self._gathered = {}
+            self._gathered_at = trio.current_time()
+        finally:
+            self._gathering.set()
+            self._gathering = None
 
     def collect(self) -> Iterator[Metric]:
         """The metric families, built from the numbers now (called at each scrape)."""
         families = {family.name: family for family in self._own()}
         if self._included is not None:
-            label, sources = self._included
-            try:
-                included = sources()
-            except Exception:  # a scrape still answers with what this process knows
-                logger.exception("metrics of the included sources could not be read")
-                included = {}
-            for source, source_families in included.items():
+            label = self._included[0]
+            for source, source_families in self._gathered.items():
                 for family in source_families:
                     _merge(families, family, label, source)
         yield from families.values()
