@@ -224,9 +224,13 @@ def _check_call_numbers(text: str) -> None:
     assert not any("s1" in str(labels) for _, labels in samples)  # never a session id
 
 
-async def test_metrics_on_the_http_listener_take_its_tokens() -> None:
+async def test_metrics_on_the_http_listener_take_its_gateway_tokens() -> None:
+    """Every tenant's figures: no token 401, a tenant's token 403, a gateway's 200."""
+    tenant_token = "tenant-token-7f3a9c2e"
     async with (
-        http_server("--state", "memory", "--token", TOKEN, "--metrics") as server,
+        http_server(
+            "--state", "memory", "--token", TOKEN, "--token", f"{tenant_token}=alpha", "--metrics"
+        ) as server,
         httpx2.AsyncClient() as http,
     ):
         async with server.session(TOKEN) as session:
@@ -236,7 +240,10 @@ async def test_metrics_on_the_http_listener_take_its_tokens() -> None:
         metrics = f"{_base(server)}/metrics"
         assert (await http.get(metrics)).status_code == 401
         assert (await http.get(metrics, headers=bearer("not-" + TOKEN))).status_code == 401
+        by_a_tenant = await http.get(metrics, headers=bearer(tenant_token))
         scraped = await http.get(metrics, headers=bearer(TOKEN))
+    assert by_a_tenant.status_code == 403
+    assert "a gateway token" in by_a_tenant.text
     assert scraped.status_code == 200
     assert scraped.headers["content-type"].startswith("text/plain")
     _check_call_numbers(scraped.text)

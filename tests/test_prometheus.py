@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import socket
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -20,6 +21,7 @@ import hypercorn.trio
 import prometheus_client
 import pytest
 import trio
+import trio.testing
 import uvicorn
 from hypothesis import given
 from hypothesis import strategies as st
@@ -352,7 +354,9 @@ class TestAsgiApp:
 
 
 class TestIncluded:
-    def test_sources_join_the_families_of_their_names_labelled_with_their_source(self) -> None:
+    async def test_sources_join_the_families_of_their_names_labelled_with_their_source(
+        self,
+    ) -> None:
         """A cluster's front: its own refusal, and each shard's calls under ``shard``."""
         front = PrometheusMetrics()
         shards = {"shard-0": PrometheusMetrics(), "shard-1": PrometheusMetrics()}
@@ -360,7 +364,13 @@ class TestIncluded:
         for count, metrics in enumerate(shards.values(), start=1):
             for _ in range(count):
                 metrics.call_finished(queued_for(0.001))
-        front.include("shard", lambda: {n: list(m.registry.collect()) for n, m in shards.items()})
+
+        async def gather() -> dict[str, list[Metric]]:
+            await trio.lowlevel.checkpoint()
+            return {name: list(metrics.registry.collect()) for name, metrics in shards.items()}
+
+        front.include("shard", gather)
+        await front.refresh()
         samples = parse(front.exposition()[0])
         calls = "mcp_actors_calls_total"
         assert (
@@ -377,17 +387,38 @@ class TestIncluded:
         queued = buckets(samples, "mcp_actors_call_queue_seconds", shard="shard-1")
         assert queued["+Inf"] == 2
 
-    def test_a_source_that_fails_leaves_the_scrape_with_the_own_families(
+    async def test_a_source_that_fails_leaves_the_scrape_with_the_own_families(
         self, caplog: pytest.LogCaptureFixture
     ) -> None:
         front = PrometheusMetrics()
         front.call_finished(queued_for(0.001))
 
-        def unreachable() -> dict[str, list[Metric]]:
+        async def unreachable() -> dict[str, list[Metric]]:
             raise ConnectionError("shard gone")
 
         front.include("shard", unreachable)
+        await front.refresh()
         samples = parse(front.exposition()[0])
         mine = frozenset({("tool", CREATE), ("outcome", OK)})
         assert samples["mcp_actors_calls_total", mine] == 1
         assert "metrics of the included sources could not be read" in caplog.text
+
+    async def test_sources_are_asked_at_most_once_a_second_one_gathering_at_a_time(
+        self, autojump_clock: trio.testing.MockClock
+    ) -> None:
+        """However often /metrics is scraped, the shards are not asked more than that."""
+        front = PrometheusMetrics()
+        asked: list[float] = []
+
+        async def slow() -> dict[str, list[Metric]]:
+            asked.append(trio.current_time())
+            await trio.sleep(0.3)  # a shard that takes its time
+            return {}
+
+        front.include("shard", slow)
+        async with trio.open_nursery() as nursery:
+            for _ in range(300):  # a scrape every 10 ms for 3 s, each waiting for the gathering
+                nursery.start_soon(front.refresh)
+                await trio.sleep(0.01)
+        assert 2 <= len(asked) <= 4
+        assert all(later - earlier >= 1.0 for earlier, later in itertools.pairwise(asked))
