@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import logging
 import re
 import signal
 import subprocess
@@ -15,6 +17,7 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.server import MCP_PATH
+from actors.server._logs import LibraryLines
 from actors.server._ops import Readiness
 from actors.store import MemoryStore, open_store
 
@@ -271,3 +274,28 @@ async def test_metrics_need_their_listener_on_stdio() -> None:
     )
     assert result.returncode == 2
     assert b"--metrics HOST:PORT" in result.stderr
+
+
+def test_a_librarys_line_logs_once_an_interval_cut_short_with_a_count() -> None:
+    """The SDK logs some refusals with the client's text: a flood of them is one short line."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(LibraryLines(["mcp"]))
+    sdk = logging.getLogger("mcp.server.streamable_http_manager.test")
+    ours = logging.getLogger("actors.serve.test")
+    for logger in (sdk, ours):
+        logger.addHandler(handler)
+        logger.propagate = False
+    try:
+        for attempt in range(1000):
+            sdk.warning("Rejecting request for session %s", "x" * 5000 + str(attempt))
+        ours.warning("ours, whole: %s", "y" * 1500)
+    finally:
+        for logger in (sdk, ours):
+            logger.removeHandler(handler)
+            logger.propagate = True
+    lines = stream.getvalue().splitlines()
+    held = [line for line in lines if line.startswith("Rejecting")]
+    assert 1 <= len(held) <= 2  # a second one only if the loop outlasted the interval
+    assert all(len(line) < 1100 for line in held)
+    assert lines[-1] == "ours, whole: " + "y" * 1500  # our own lines are bounded where written

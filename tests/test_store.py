@@ -25,7 +25,7 @@ from actors.store import MemoryStore, Stored, StoreError, VersionConflict, open_
 from actors.store._base import decode_key, encode_key
 from actors.store._batched import BatchRolledBack, Conflict, Write
 from actors.store._postgres import PostgresBackend
-from protocol import ActorKey, ToolContext
+from protocol import ActorKey, ToolContext, extract_context
 
 from ._postgres import (  # noqa: F401  (fixtures)
     PostgresServer,
@@ -435,6 +435,20 @@ class TestPostgres:
         with_password = fresh_postgres_url.replace("postgres@", "postgres:hunter2@")
         async with opened(with_password) as store:  # the test server trusts any password
             assert store.url == fresh_postgres_url
+
+    async def test_the_largest_key_the_protocol_admits_fits_the_index(
+        self, fresh_postgres_url: str
+    ) -> None:
+        """Three ids at the limits, quotes doubled by the key's JSON: still under the index's."""
+        worst = '"' * 171 + INCOMPRESSIBLE[:85]  # 256 characters, 511 bytes, 682 as JSON
+        context, _ = extract_context(
+            {"__sessionId": worst, "__assistantId": worst, "__threadId": worst}
+        )
+        largest = ActorKey("a_module_with_a_long_name_for_good_measure", context)
+        assert len(encode_key(largest).encode()) > 2000
+        async with opened(fresh_postgres_url) as store:
+            assert await store.save(largest, b"x", None) == 1
+            assert await store.load(largest) == Stored(1, b"x")
 
     def test_a_row_the_server_refuses_rolls_its_batch_back_whole(
         self, fresh_postgres_url: str

@@ -22,7 +22,7 @@ import trio
 from protocol import ContextPolicy
 
 from ..store import StoreError
-from ._logs import LOG_FORMATS, LogFormat, log_handler
+from ._logs import LOG_FORMATS, LibraryLines, LogFormat, log_handler
 from ._options import DEFAULT_MODULES, ConfigurationError, ServeOptions
 from ._serve import serve
 
@@ -497,9 +497,12 @@ def _token_table(pairs: Iterable[tuple[str, str | None]]) -> dict[str, str | Non
 
 
 def configure_logging(level: str, log_format: LogFormat = "text") -> None:
-    """Log to stderr at `level` as ``serve`` does: one line per event, libraries kept quiet."""
-    logging.basicConfig(level=level.upper(), handlers=[log_handler(log_format)])
+    """Log to stderr at `level` as ``serve`` does: one line per event, libraries kept quiet
+    (and, below debug, bounded: `LibraryLines`)."""
+    handler = log_handler(log_format)
+    logging.basicConfig(level=level.upper(), handlers=[handler])
     if level != "debug":
+        handler.addFilter(LibraryLines(_QUIET_LOGGERS))
         for name in _QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
 

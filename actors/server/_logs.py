@@ -18,8 +18,13 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import math
 import sys
-from typing import Any, Final, Literal, final
+import time
+from typing import TYPE_CHECKING, Any, Final, Literal, final
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = [
     "EVENT_FIELD",
@@ -27,6 +32,7 @@ __all__ = [
     "MAX_FIELD_CHARACTERS",
     "TEXT_FORMAT",
     "JsonFormatter",
+    "LibraryLines",
     "LogFormat",
     "log_handler",
 ]
@@ -75,3 +81,49 @@ def log_handler(log_format: LogFormat) -> logging.Handler:
         JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
     )
     return handler
+
+
+LIBRARY_LINE_CHARACTERS: Final = 1000
+"""Longest message a library's log record keeps (a client's text can ride in one)."""
+LIBRARY_LINE_INTERVAL: Final = 10.0
+"""Seconds between two records from one line of a library's code, at most."""
+
+
+@final
+class LibraryLines(logging.Filter):
+    """A handler's filter bounding what the `libraries` under ``serve`` log: each of their
+    lines of code logs at most once every `LIBRARY_LINE_INTERVAL` seconds, and each
+    message is cut short.
+
+    The SDK and hypercorn log some refusals themselves, sometimes with a
+    client's text in them (a session id); a client repeating the refused
+    request would get a line each time. What is held back is counted, and the
+    count rides on that line's next record. Our own refusal lines are bounded
+    by `actors.server._gate.RefusalLog`.
+    """
+
+    def __init__(self, libraries: Iterable[str], interval: float = LIBRARY_LINE_INTERVAL) -> None:
+        super().__init__()
+        self._libraries = tuple(libraries)
+        self._interval = interval
+        self._lines: dict[tuple[str, int], tuple[float, int]] = {}  # line -> (quiet until, held)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether `record` goes out (a library's shortened, with the count held back since)."""
+        name = record.name
+        if not any(name == lib or name.startswith(lib + ".") for lib in self._libraries):
+            return True  # ours: bounded where it is written
+        line = (record.pathname, record.lineno)
+        now = time.monotonic()
+        quiet_until, held = self._lines.get(line, (-math.inf, 0))
+        if now < quiet_until:
+            self._lines[line] = (quiet_until, held + 1)
+            return False
+        self._lines[line] = (now + self._interval, 0)
+        message = record.getMessage()
+        if len(message) > LIBRARY_LINE_CHARACTERS:
+            message = message[:LIBRARY_LINE_CHARACTERS] + "…"
+        if held:
+            message += f" (and {held} more such lines held back)"
+        record.msg, record.args = message, None
+        return True
