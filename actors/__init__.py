@@ -9,6 +9,7 @@ From asyncio, `open_asyncio_runtime` (trio in guest mode on the loop); from
 synchronous code, `open_blocking_runtime` (trio in a thread of its own).
 """
 
+from ._argparse import package_version as _package_version
 from ._shadowed import check_protocol_package
 
 check_protocol_package()  # before anything imports `protocol`: a user's protocol.py may hide it
@@ -48,3 +49,6 @@ from ._runtime import RuntimeConfig as RuntimeConfig
 from ._runtime import RuntimeStatistics as RuntimeStatistics
 from ._runtime import open_runtime as open_runtime
 from ._schema import Signature as Signature
+
+__version__: str = _package_version()
+"""The installed version of mcp-actors."""

@@ -8,31 +8,32 @@ work without them.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import sys
 from typing import TYPE_CHECKING, Final
 
 import trio
 
+from ._argparse import Parser, command_name
 from ._demo import run_demo
 
 if TYPE_CHECKING:
+    import argparse
     from collections.abc import Sequence
 
 __all__ = ["main"]
 
-_PROG: Final = "python -m actors"
+
 _SERVE_HELP: Final = "serve tool modules over MCP (stdio, or Streamable HTTP with --http)"
 _CLUSTER_HELP: Final = "serve tool modules over MCP Streamable HTTP from shards on Ray"
 _STATE_HELP: Final = "look at and repair stored state: list, show, export, import, delete"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=_PROG,
+    parser = Parser(
+        prog=command_name(),
         description="An actor-per-context runtime for stateful MCP tool servers.",
-        epilog=f"'{_PROG} serve --help' lists the server's options.",
+        epilog=f"'{command_name()} COMMAND --help' lists a command's options.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
@@ -63,20 +64,20 @@ def _serve(argv: Sequence[str]) -> int:
     _require("serve", "server", ("mcp", "hypercorn"))
     from .server import main as serve_main  # lazily: it needs the extra
 
-    return serve_main(argv, prog=f"{_PROG} serve")
+    return serve_main(argv, prog=f"{command_name()} serve")
 
 
 def _cluster(argv: Sequence[str]) -> int:
     _require("cluster", "cluster", ("mcp", "hypercorn", "ray", "psycopg"))
     from .cluster._cli import main as cluster_main  # lazily: it needs the extra
 
-    return cluster_main(argv, prog=f"{_PROG} cluster")
+    return cluster_main(argv, prog=f"{command_name()} cluster")
 
 
 def _state(argv: Sequence[str]) -> int:
     from .store._cli import main as state_main  # lazily: only this command needs it
 
-    return state_main(argv, prog=f"{_PROG} state")
+    return state_main(argv, prog=f"{command_name()} state")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

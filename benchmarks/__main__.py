@@ -9,14 +9,16 @@ Exits 0 whatever the numbers: missed targets are reported, not raised.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from actors._argparse import Parser, with_environment
+
 from ._suite import PRESETS, SCENARIOS, run_suite
 
 if TYPE_CHECKING:
+    import argparse
     from collections.abc import Sequence
 
 __all__ = ["main"]
@@ -28,7 +30,7 @@ def _names(values: Sequence[str]) -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     """The command line."""
-    cli = argparse.ArgumentParser(
+    cli = Parser(
         prog="python -m benchmarks",
         description="Benchmark and stress the actor runtime beside its baselines.",
     )
@@ -50,7 +52,7 @@ def parser() -> argparse.ArgumentParser:
         help="write the Markdown report (default: print it)",
     )
     cli.add_argument("--plot", type=Path, metavar="DIR", help="write PNG charts (needs matplotlib)")
-    return cli
+    return with_environment(cli)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

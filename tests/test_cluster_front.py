@@ -253,10 +253,8 @@ async def _probe_while_scraping(base: str) -> tuple[int, httpx2.Response]:
         (["--name", "a/b"], "argument --name: expected 1 to 64 letters"),
         (["--shards", "0"], "argument --shards: expected a whole number from 1 to 1024"),
         ([*LOCAL, "--join"], "--join serves a cluster that runs already"),
-        (
-            [*LOCAL, "--allow-exec", "--token", GATEWAY],
-            "the workspace module is not served by a cluster",
-        ),
+        ([*LOCAL, "--allow-exec", "--token", GATEWAY], "unrecognized arguments: --allow-exec"),
+        ([*LOCAL, "--session", "s"], "unrecognized arguments: --session s"),
     ],
 )
 def test_a_bad_command_line_is_refused_before_anything_starts(

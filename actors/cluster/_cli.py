@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from .._argparse import with_environment
 from ..server._cli import checked_options, configure_logging, run_server
 from ..server._cli import parser as serve_parser
 from ..server._options import is_loopback
@@ -43,16 +44,20 @@ __all__ = ["main", "module_specs"]
 logger = logging.getLogger("actors.cluster")
 
 _NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_EPILOG: Final = """examples:
-  python -m actors cluster --shards 2 --http 127.0.0.1:8765 --state postgresql://mcp@db/mcp
-  python -m actors cluster --address auto --shards 8 --http 0.0.0.0:8765 \\
+_EPILOG: Final = """environment:
+  Every option that takes a value can also come from MCP_ACTORS_<OPTION>
+  (MCP_ACTORS_STATE for --state); the command line wins.
+
+examples:
+  mcp-actors cluster --shards 2 --http 127.0.0.1:8765 --state postgresql://mcp@db/mcp
+  mcp-actors cluster --address auto --shards 8 --http 0.0.0.0:8765 \\
       --tokens-file tokens.txt --state postgresql://mcp@db/mcp
 """
 
 
-def parser(prog: str) -> argparse.ArgumentParser:
-    """``serve``'s command line and the cluster's own options."""
-    cli = serve_parser(prog)
+def parser(prog: str = "mcp-actors cluster") -> argparse.ArgumentParser:
+    """The options ``serve --http`` and the cluster share, and the cluster's own."""
+    cli = serve_parser(prog, cluster=True)
     cli.description = (
         "Serve tool modules over MCP Streamable HTTP from shards on Ray: each session's calls "
         "run on one shard, its durable state in the store every shard shares."
@@ -86,7 +91,7 @@ def parser(prog: str) -> argparse.ArgumentParser:
         help="start no shards: serve one more front for the running cluster --name, on the "
         "Ray cluster --address names (its modules and settings are the cluster's)",
     )
-    return cli
+    return with_environment(cli)
 
 
 def _shard_count(text: str) -> int:
@@ -137,7 +142,7 @@ def _check(cli: argparse.ArgumentParser, args: argparse.Namespace, options: Serv
         cli.error("--join serves a cluster that runs already: give its Ray's --address")
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m actors cluster") -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors cluster") -> int:
     """Run ``cluster`` with the arguments `argv`; returns the process exit code."""
     cli = parser(prog)
     args = cli.parse_args(argv)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import math
 import os
 import re
 import sys
@@ -21,8 +22,10 @@ import trio
 
 from protocol import ContextPolicy
 
+from .._argparse import ENVIRONMENT_PREFIX, Parser, with_environment
 from ..store import StoreError
 from ._logs import LOG_FORMATS, LibraryLines, LogFormat, log_handler
+from ._ops import leaves
 from ._options import DEFAULT_MODULES, ConfigurationError, ServeOptions
 from ._serve import serve
 
@@ -37,8 +40,8 @@ _DAY: Final = 24 * 3600.0
 _TENANT: Final = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # A comment starts at a '#' that begins the line or follows white space.
 _COMMENT: Final = re.compile(r"(?:^|\s)#.*$")
-SESSION_ENVIRONMENT: Final = "MCP_ACTORS_SESSION"
-"""The environment variable ``--session`` defaults to."""
+SESSION_ENVIRONMENT: Final = ENVIRONMENT_PREFIX + "SESSION"
+"""The environment variable ``--session`` defaults to (as every option: `with_environment`)."""
 MIN_TOKEN_LENGTH: Final = 16
 """The shortest bearer token accepted, in characters."""
 _LOG_LEVELS: Final = ("debug", "info", "warning", "error")
@@ -94,25 +97,48 @@ tokens and tenants (HTTP):
   header gets HTTP 401. Without tokens every local client is trusted, so a
   non-loopback --http address needs tokens, or --insecure on a trusted network.
 
+environment:
+  Every option that takes a value can also come from a variable named after it,
+  MCP_ACTORS_ and the option in capitals with '_' for '-': MCP_ACTORS_STATE for
+  --state, MCP_ACTORS_SESSION for --session. A repeatable option's variable
+  holds several values separated by spaces, to which the command line adds its
+  own; for any other option the command line wins.
+
 examples:
-  python -m actors serve
-  python -m actors serve --module notes:notes
-  python -m actors serve --http 127.0.0.1:8765 --tokens-file tokens.txt
-  python -m actors serve --allow-exec --exec-allow python3 --exec-allow ls
+  mcp-actors serve
+  mcp-actors serve --module notes:notes --session desktop
+  mcp-actors serve --http 127.0.0.1:8765 --tokens-file tokens.txt
+  mcp-actors serve --allow-exec --exec-allow python3 --exec-allow ls
 """
 
 
-def parser(prog: str = "python -m actors serve") -> argparse.ArgumentParser:
-    """The ``serve`` command line."""
-    serve = argparse.ArgumentParser(
+def parser(prog: str = "mcp-actors serve", *, cluster: bool = False) -> argparse.ArgumentParser:
+    """The ``serve`` command line; with `cluster`, the options ``cluster`` shares with it.
+
+    The cluster serves HTTP only and no workspace: its parser leaves out what
+    only stdio or the workspace take, and says that ``--http`` and ``--state``
+    are required. Call `with_environment` once the parser is complete.
+    """
+    serve = Parser(
         prog=prog,
         description=_SERVE_DESCRIPTION,
         epilog=_SERVE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _add_transport_options(serve)
-    _add_module_options(serve)
-    _add_runtime_options(serve)
+    _add_transport_options(serve, cluster=cluster)
+    _add_module_options(serve, cluster=cluster)
+    _add_runtime_options(serve, cluster=cluster)
+    if cluster:  # what `_options` reads of the options a cluster does not take
+        serve.set_defaults(
+            max_in_flight=_DEFAULTS.max_in_flight,
+            allow_exec=False,
+            exec_allow=None,
+            unsafe_shared_exec=False,
+            workspace_root=None,
+            exec_max_processes=_DEFAULTS.exec_max_processes,
+            exec_file_cap=_DEFAULTS.exec_file_cap,
+            session=None,
+        )
     return serve
 
 
@@ -120,25 +146,34 @@ def parser(prog: str = "python -m actors serve") -> argparse.ArgumentParser:
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
-        msg = f"must be a whole number of at least 1, got {text}"
+        msg = f"must be a whole number of at least 1, got {text!r}"
         raise argparse.ArgumentTypeError(msg)
     return value
 
 
 def _positive_seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0 or value == float("inf"):
-        msg = f"must be a positive number of seconds, got {text}"
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or value == math.inf:
+        msg = f"must be a positive number of seconds, got {text!r}"
         raise argparse.ArgumentTypeError(msg)
     return value
 
 
 def _seconds_or_zero(text: str) -> float:
-    value = float(text)
-    if not value >= 0 or value == float("inf"):
-        msg = f"must be zero or a positive number of seconds, got {text}"
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0 or value == math.inf:
+        msg = f"must be zero or a positive number of seconds, got {text!r}"
         raise argparse.ArgumentTypeError(msg)
     return value
 
@@ -198,14 +233,17 @@ def _origin(text: str) -> str:
 # ---- the serve options ---------------------------------------------------------
 
 
-def _add_transport_options(serve: argparse.ArgumentParser) -> None:
+def _add_transport_options(serve: argparse.ArgumentParser, *, cluster: bool) -> None:
     group = serve.add_argument_group("transport")
     group.add_argument(
         "--http",
         metavar="HOST:PORT",
         type=_address,
-        help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio; port 0 picks a "
-        "free port, and the address is printed to stderr as 'listening on URL'",
+        help=("(required) serve" if cluster else "serve")
+        + " Streamable HTTP at http://HOST:PORT/mcp"
+        + ("" if cluster else " instead of stdio")
+        + "; port 0 picks a free port, and the address is printed to stderr as "
+        "'listening on URL'",
     )
     group.add_argument(
         "--token",
@@ -281,6 +319,8 @@ def _add_transport_options(serve: argparse.ArgumentParser) -> None:
         help="bytes of SSE events kept, all sessions together, so that a client whose HTTP "
         "stream drops can resume it; the largest holder's oldest go first (default %(default)s)",
     )
+    if cluster:
+        return
     group.add_argument(
         "--max-in-flight",
         metavar="N",
@@ -291,7 +331,7 @@ def _add_transport_options(serve: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_module_options(serve: argparse.ArgumentParser) -> None:
+def _add_module_options(serve: argparse.ArgumentParser, *, cluster: bool) -> None:
     group = serve.add_argument_group("modules")
     group.add_argument(
         "--modules",
@@ -306,8 +346,11 @@ def _add_module_options(serve: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         help="also serve your own ToolModule, imported from this path (repeatable); the "
-        "current directory is searched after the installed packages (under python -m, first)",
+        "current directory is searched after the installed packages (under python -m, first)"
+        + ("; every shard imports it" if cluster else ""),
     )
+    if cluster:
+        return  # no workspace: it would run programs wherever its session's shard is
     group.add_argument(
         "--allow-exec",
         action="store_true",
@@ -351,7 +394,7 @@ def _add_module_options(serve: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_runtime_options(serve: argparse.ArgumentParser) -> None:
+def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> None:
     group = serve.add_argument_group("runtime")
     group.add_argument(
         "--ttl",
@@ -407,9 +450,14 @@ def _add_runtime_options(serve: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--state",
         metavar="URL",
-        help="where durable state (planning, playbooks, content) is kept: sqlite:///PATH, "
-        "postgresql://USER@HOST/DB, or memory (lost on exit); default: "
-        "$XDG_STATE_HOME/mcp-actors/state.db (~/.local/state/...), printed at startup",
+        help=(
+            "(required) the store every shard shares: postgresql://USER@HOST/DB, or "
+            "sqlite:///PATH with every shard on this machine"
+            if cluster
+            else "where durable state (planning, playbooks, content) is kept: sqlite:///PATH, "
+            "postgresql://USER@HOST/DB, or memory (lost on exit); default: "
+            "$XDG_STATE_HOME/mcp-actors/state.db (~/.local/state/...), printed at startup"
+        ),
     )
     group.add_argument(
         "--state-retention",
@@ -419,14 +467,14 @@ def _add_runtime_options(serve: argparse.ArgumentParser) -> None:
         help="stored state not written for this many days is deleted; 0 keeps it "
         "(default %(default)g)",
     )
-    group.add_argument(
-        "--session",
-        metavar="NAME",
-        default=os.environ.get(SESSION_ENVIRONMENT) or None,
-        help="over stdio, the session calls that name none land in, kept across restarts and "
-        f"shared by every server given it (default: ${SESSION_ENVIRONMENT}, else a session "
-        "private to the connection, ended when it closes)",
-    )
+    if not cluster:
+        group.add_argument(
+            "--session",
+            metavar="NAME",
+            help="over stdio, the session calls that name none land in, kept across restarts "
+            "and shared by every server given it (default: a session private to the "
+            "connection, ended when it closes)",
+        )
     group.add_argument(
         "--require-session",
         action="store_true",
@@ -557,16 +605,9 @@ def _options(args: argparse.Namespace) -> ServeOptions:
     )
 
 
-def _leaves(error: BaseException) -> list[BaseException]:
-    """The exceptions inside (nested) exception groups."""
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
-    return [error]
-
-
-def main(argv: Sequence[str] | None = None, prog: str = "python -m actors serve") -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors serve") -> int:
     """Run ``serve`` with the arguments `argv`; returns the process exit code."""
-    cli = parser(prog)
+    cli = with_environment(parser(prog))
     args = cli.parse_args(argv)
     options = checked_options(cli, args)
     return run_server(cli, args, functools.partial(serve, options))
@@ -593,7 +634,7 @@ def run_server(
     try:
         trio.run(serving)
     except* (OSError, StoreError) as group:  # the address is taken, the store unusable, ...
-        failures = [str(error) for error in _leaves(group)]
+        failures = [str(error) for error in leaves(group)]
     if failures:
         cli.exit(1, f"{cli.prog}: error: cannot serve: {'; '.join(failures)}\n")
     return 0

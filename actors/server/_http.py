@@ -248,6 +248,7 @@ async def serve_http(
     )
     try:
         announce = f"mcp-actors: listening on {{}}{MCP_PATH}"
-        await serve_asgi(app, http_bind(host, port), stop, announce, grace=_HTTP_CLOSE_GRACE)
+        bind = http_bind(host, port)
+        await serve_asgi(app, bind, stop, announce, grace=_HTTP_CLOSE_GRACE, flag="--http")
     finally:
         refusals.flush()

@@ -27,6 +27,7 @@ aggregate numbers the metrics carry.
 from __future__ import annotations
 
 import enum
+import errno
 import functools
 import logging
 import math
@@ -59,6 +60,7 @@ __all__ = [
     "READY_PATH",
     "OpsRoutes",
     "Readiness",
+    "leaves",
     "serve_asgi",
 ]
 
@@ -223,6 +225,27 @@ class _Access(enum.Enum):
     GATEWAY = "gateway"
 
 
+def leaves(error: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups; `error` itself if it is none."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+    return [error]
+
+
+def _cannot_bind(error: OSError, bind: str, flag: str) -> str:
+    """What to do about an address that could not be bound, naming it and its option."""
+    if error.errno == errno.EADDRINUSE:
+        return (
+            f"{bind} is in use already ({flag}): stop what listens there, or give another "
+            "port (0 picks a free one)"
+        )
+    if error.errno == errno.EADDRNOTAVAIL:
+        return f"{bind} is not an address of this machine ({flag})"
+    if error.errno == errno.EACCES:
+        return f"{bind} needs privileges to listen on ({flag}): give a port above 1023"
+    return f"cannot listen on {bind} ({flag}): {error.strerror or error}"
+
+
 async def _lifespan(receive: Receive, send: Send) -> None:
     """The ASGI lifespan of a listener with nothing to start or stop."""
     while True:
@@ -241,13 +264,16 @@ async def serve_asgi(
     announce: str,
     *,
     grace: float,
+    flag: str,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the ASGI `app` with hypercorn on `bind` (``HOST:PORT``) until `stop`.
 
     Once it listens, prints `announce` with each address bound in place of
     ``{}`` (not a log record: tests and scripts parse it, whatever the log
-    level). Open connections get `grace` seconds once `stop` is set.
+    level). Open connections get `grace` seconds once `stop` is set. An
+    address that cannot be bound is an OSError naming it and `flag`, the
+    option that gave it.
     """
     config = hypercorn.config.Config()
     config.bind = [bind]
@@ -259,7 +285,11 @@ async def serve_asgi(
         serve = functools.partial(
             hypercorn.trio.serve, framework, config, shutdown_trigger=stop.wait
         )
-        binds: list[str] = await nursery.start(serve)
+        try:
+            binds: list[str] = await nursery.start(serve)
+        except* OSError as failed:
+            first = cast("OSError", leaves(failed)[0])
+            raise OSError(_cannot_bind(first, bind, flag)) from None
         for where in binds:
             print(announce.format(where), file=sys.stderr, flush=True)
         task_status.started()

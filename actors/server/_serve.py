@@ -260,7 +260,7 @@ async def _serve_transport(
             routes = OpsRoutes(None, readiness, metrics, tokens=None)
             host, port = options.metrics_address
             announce = "mcp-actors: operator endpoints on {}"
-            serve = functools.partial(serve_asgi, grace=1.0)
+            serve = functools.partial(serve_asgi, grace=1.0, flag="--metrics HOST:PORT")
             await nursery.start(serve, routes, http_bind(host, port), stop, announce)
         if options.http is None:
             await serve_stdio(

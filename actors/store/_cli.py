@@ -62,6 +62,7 @@ import trio
 
 from protocol import TENANT_SEPARATOR, ActorKey, ContextError, ToolContext, extract_context
 
+from .._argparse import Parser, with_environment
 from .._module import _check_name
 from ._base import StoreError, VersionConflict
 from ._open import check_store_url, default_state_url, open_store
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main", "parser"]
 
-_PROG: Final = "python -m actors state"
+_PROG: Final = "mcp-actors state"
 _LOAD_CHUNK: Final = 256  # keys an export loads at once
 _MAX_REPORTED: Final = 20  # problems of a bad import file printed before "and N more"
 _ID_FIELDS: Final = {"session": "sessionId", "assistant": "assistantId", "thread": "threadId"}
@@ -94,14 +95,14 @@ scope:
 repair:
   Stop the server (or end the session) first: a live server keeps its keys'
   state in memory. Then export, edit the 'stored' value, and import:
-    python -m actors state export --session s1 --output s1.jsonl
-    python -m actors state import s1.jsonl
+    mcp-actors state export --session s1 --output s1.jsonl
+    mcp-actors state import s1.jsonl
   A line is written only if its key is still at the exported version.
 
 examples:
-  python -m actors state list --tenant acme
-  python -m actors state show --session acme/42 --module planning --assistant a1
-  python -m actors state delete --session acme/42 --module content_store
+  mcp-actors state list --tenant acme
+  mcp-actors state show --session acme/42 --module planning --assistant a1
+  mcp-actors state delete --session acme/42 --module content_store
 """
 
 
@@ -162,7 +163,7 @@ def _module(text: str) -> str:
 
 def parser(prog: str = _PROG) -> argparse.ArgumentParser:
     """The ``state`` command line."""
-    cli = argparse.ArgumentParser(
+    cli = Parser(
         prog=prog,
         description=_DESCRIPTION,
         epilog=_EPILOG,
@@ -174,7 +175,7 @@ def parser(prog: str = _PROG) -> argparse.ArgumentParser:
     )
     cli.add_argument("--state", metavar="URL", help=state_help)
     # Also accepted after the command; SUPPRESS keeps a value given before it.
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False, with_version=False)
     common.add_argument("--state", metavar="URL", default=argparse.SUPPRESS, help=state_help)
     commands = cli.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -210,7 +211,7 @@ def parser(prog: str = _PROG) -> argparse.ArgumentParser:
         "delete", parents=[common], help="delete one key (with --module), or a whole session"
     )
     _add_key(delete, required=False)
-    return cli
+    return with_environment(cli)
 
 
 def _add_scope(command: argparse.ArgumentParser) -> None:

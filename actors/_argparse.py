@@ -1,0 +1,100 @@
+"""What every command line of the package shares: short usage errors, ``--version``, and
+options from ``MCP_ACTORS_…`` environment variables.
+
+* A usage error prints the one line that says what is wrong and where to read
+  more, not the whole usage block (argparse's default buries the error under
+  it).
+* Every option that takes a value can come from the environment, as
+  container deployments expect: ``--max-actors`` from ``MCP_ACTORS_MAX_ACTORS``
+  (a repeatable option takes several values separated by spaces). The command
+  line wins over the environment, and a variable's value is checked as the
+  option's is, the error naming the variable. ``--help`` says so, per option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Final, NoReturn
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["ENVIRONMENT_PREFIX", "Parser", "command_name", "package_version", "with_environment"]
+
+ENVIRONMENT_PREFIX: Final = "MCP_ACTORS_"
+"""What the environment variable of an option starts with."""
+
+
+def package_version() -> str:
+    """This package's version, as installed (``0+unknown`` from a bare source tree)."""
+    try:
+        return version("mcp-actors")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def command_name() -> str:
+    """How the user ran us: ``mcp-actors`` (the console script) or ``python -m actors``."""
+    return "mcp-actors" if os.path.basename(sys.argv[0]) == "mcp-actors" else "python -m actors"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser with a short usage error and ``--version``."""
+
+    def __init__(self, *args: object, with_version: bool = True, **kwargs: object) -> None:
+        """argparse's arguments; `with_version` adds ``--version`` (not to a parent parser)."""
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]  # argparse's own keywords
+        if with_version:
+            self.add_argument(
+                "--version",
+                action="version",
+                version=f"%(prog)s {package_version()}",
+                help="print the version and exit",
+            )
+
+    def error(self, message: str) -> NoReturn:
+        """Print what is wrong and where to read more (not the usage block); exit 2."""
+        self.exit(2, f"{self.prog}: error: {message}\n(see '{self.prog} --help')\n")
+
+
+def with_environment(
+    parser: argparse.ArgumentParser, environ: Mapping[str, str] | None = None
+) -> argparse.ArgumentParser:
+    """Let every option of `parser` that takes a value default to its environment variable.
+
+    Call it once the parser is complete; it also documents each variable in
+    the option's help. A value that the option's type refuses is a usage
+    error naming the variable.
+    """
+    environment = os.environ if environ is None else environ
+    for action in parser._actions:
+        long = next((o for o in action.option_strings if o.startswith("--")), None)
+        if long is None or action.nargs == 0 or long in ("--help", "--version"):
+            continue
+        name = ENVIRONMENT_PREFIX + long[2:].upper().replace("-", "_")
+        action.help = f"{action.help or ''} [env {name}]".strip()
+        given = environment.get(name)
+        if given is None or not given.strip():
+            continue
+        action.default = _converted(parser, action, name, given)
+    return parser
+
+
+def _converted(
+    parser: argparse.ArgumentParser, action: argparse.Action, name: str, given: str
+) -> object:
+    """`given` as the option's default: each value through the option's type."""
+    values = given.split() if isinstance(action, argparse._AppendAction) else [given]
+    converted = []
+    for value in values:
+        try:
+            converted.append(action.type(value) if callable(action.type) else value)
+        except (argparse.ArgumentTypeError, TypeError, ValueError) as exc:
+            parser.error(f"environment variable {name}: {exc}")
+        if action.choices is not None and converted[-1] not in action.choices:
+            choices = ", ".join(map(str, action.choices))
+            parser.error(f"environment variable {name}: {value!r} is not one of {choices}")
+    return converted if isinstance(action, argparse._AppendAction) else converted[0]
