@@ -46,6 +46,8 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: object, with_version: bool = True, **kwargs: object) -> None:
         """argparse's arguments; `with_version` adds ``--version`` (not to a parent parser)."""
+        # No abbreviations: `--session` must never be read as `--session-idle-timeout`.
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]  # argparse's own keywords
         if with_version:
             self.add_argument(
