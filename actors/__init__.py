@@ -1,9 +1,11 @@
 """The trio runtime: a router, one actor per context key, TTL, eviction, supervision.
 
+```python
 async with open_runtime([planning]) as runtime:
     result = await runtime.call_tool(
         "planning__create_goal", {"goal": "Learn Rust", "__sessionId": "s1"}
     )
+```
 
 From asyncio, `open_asyncio_runtime` (trio in guest mode on the loop); from
 synchronous code, `open_blocking_runtime` (trio in a thread of its own).

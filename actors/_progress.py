@@ -47,8 +47,11 @@ class ProgressReport:
     """One report: how far, out of how much (if known), and a short message."""
 
     progress: float
+    """How far the work is: grows with every report."""
     total: float | None = None
+    """How far it goes, if known."""
     message: str | None = None
+    """What it is doing, in a few words (at most 1 000 characters)."""
 
 
 @final

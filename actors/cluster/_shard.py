@@ -76,11 +76,17 @@ class WireCall:
     """
 
     tool: str
+    """The tool's full name (``module__tool``)."""
     context: ToolContext
+    """Whom the call is for, as judged where it came in."""
     arguments: dict[str, Any]
+    """The arguments, checked and bound, without context fields."""
     route: Route
+    """The actor key's parts: module and projected context."""
     session_defaulted: bool
+    """Whether the context policy supplied the session."""
     meta: Mapping[str, Any] | None
+    """The call's ``_meta``, for observers (trace context)."""
 
     @classmethod
     def of(cls, call: PreparedCall) -> WireCall:

@@ -1,12 +1,14 @@
 """The MCP server: serve any tool modules over stdio or Streamable HTTP.
 
 Needs the ``server`` extra (the ``mcp`` SDK and hypercorn); ``import actors``
-never imports it. From Python::
+never imports it. From Python:
 
-    from actors.server import ServeOptions, run
-    run(ServeOptions(modules=(notes,), http=("127.0.0.1", 8765)))
+```python
+from actors.server import ServeOptions, run
+run(ServeOptions(modules=(notes,), http=("127.0.0.1", 8765)))
+```
 
-or ``await serve(options)`` inside trio; from a shell, ``python -m actors serve``
+or ``await serve(options)`` inside trio; from a shell, ``mcp-actors serve``
 (`main`) with the same options.
 """
 

@@ -1,8 +1,10 @@
 """State stores: where durable module state lives, one versioned blob per actor key.
 
+```python
 async with open_store("sqlite:///state.db") as store:
     async with open_runtime(modules, store=store) as runtime:
         ...
+```
 
 ``memory`` for tests, SQLite (the embedded default, stdlib ``sqlite3``) and
 PostgreSQL (psycopg 3, the ``postgres`` extra) when several processes share

@@ -55,8 +55,11 @@ class VersionConflict(StoreError):
 
     def __init__(self, key: ActorKey, expected: int | None, found: int | None) -> None:
         self.key = key
+        """The key whose write was refused."""
         self.expected = expected
+        """The version the writer had loaded (``None``: nothing stored)."""
         self.found = found
+        """The version stored now (``None``: nothing stored)."""
         expected_text = "nothing stored" if expected is None else f"version {expected}"
         found_text = "nothing stored" if found is None else f"version {found}"
         super().__init__(
@@ -71,7 +74,9 @@ class StoredEntry:
     """What the store knows of one key, without its blob."""
 
     key: ActorKey
+    """The actor key whose state it is."""
     version: int
+    """The stored version (see `Stored.version`)."""
     size: int
     """The blob's length in bytes."""
     used_at: float

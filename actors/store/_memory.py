@@ -26,6 +26,7 @@ class MemoryStore:
     """A `StateStore` in a dict; each operation is one checkpoint, like a real store's."""
 
     url = "memory"
+    """What the store is, for logs and errors."""
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         """`clock` tells the time in seconds; tests on trio's virtual clock pass
