@@ -222,7 +222,7 @@ async def _writes_per_second(url: str, sizes: Sizes) -> list[float]:
 
     ``durable_callers`` callers append goals to ``durable_keys`` sessions: every
     call is one versioned write. What one store takes from every shard together
-    bounds a cluster (the model in the README).
+    bounds a cluster (the model in docs/performance.md).
     """
     from actors.store import open_store
 

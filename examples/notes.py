@@ -1,7 +1,7 @@
 """A tool module of your own: notes per session and assistant, kept in a store.
 
-Serve it with ``python -m actors serve --module examples.notes:notes`` from the
-project root (the README's "Writing a tool module").
+Serve it with ``mcp-actors serve --module examples.notes:notes`` from the
+project root (docs/guides/modules.md teaches how to write one).
 """
 
 from typing import Annotated

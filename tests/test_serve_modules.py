@@ -84,15 +84,6 @@ class TestModuleSpecs:
         assert load_module("examples.notes:notes") is notes
 
 
-class TestReadmeExample:
-    def test_the_readme_shows_examples_notes(self) -> None:
-        """The module the README teaches is the file these tests serve, word for word."""
-        readme = (ROOT / "README.md").read_text(encoding="utf-8")
-        source = (ROOT / "examples" / "notes.py").read_text(encoding="utf-8")
-        body = source.split('"""\n\n', 1)[1]  # after the module docstring
-        assert f"```python\n{body}```" in readme
-
-
 async def test_serve_module_over_stdio(tmp_path: Path) -> None:
     """``serve --module examples.notes:notes`` serves that module alone, state per context."""
     params = StdioServerParameters(
