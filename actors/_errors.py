@@ -12,6 +12,19 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from protocol import ActorKey
 
+__all__ = [
+    "ActorCrashedError",
+    "ArgumentsError",
+    "CallTimeoutError",
+    "CapacityError",
+    "RuntimeCallError",
+    "RuntimeClosedError",
+    "SessionEndingError",
+    "StateUnreadableError",
+    "ToolError",
+    "UnknownToolError",
+]
+
 
 class RuntimeCallError(Exception):
     """Base of every failure the runtime reports for a call instead of a result."""

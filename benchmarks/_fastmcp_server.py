@@ -23,6 +23,8 @@ from fastmcp import FastMCP
 from fastmcp.server.dependencies import get_session
 from fastmcp.server.sessions import SessionId, SessionProvider
 
+__all__ = ["main"]
+
 
 def _server(kind: str, directory: str | None) -> FastMCP:
     store = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["CallFormatError", "ContextError", "ProtocolError", "ToolNameError"]
+
 
 class ProtocolError(ValueError):
     """A tool call (or part of one) is malformed; nothing was changed."""

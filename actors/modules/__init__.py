@@ -15,3 +15,16 @@ from ._playbook_store import PlaybookStoreState as PlaybookStoreState
 from ._playbook_store import playbook_store as playbook_store
 from ._workspace import WorkspaceState as WorkspaceState
 from ._workspace import workspace as workspace
+
+__all__ = [
+    "ContentLimits",
+    "ContentStoreState",
+    "PlanningState",
+    "PlaybookStoreState",
+    "WorkspaceState",
+    "content_store",
+    "content_store_with",
+    "planning",
+    "playbook_store",
+    "workspace",
+]

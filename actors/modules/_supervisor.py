@@ -60,6 +60,8 @@ import signal
 import sys
 from typing import Final
 
+__all__ = ["main", "run"]
+
 _PR_SET_CHILD_SUBREAPER: Final = 36  # from <linux/prctl.h>
 _ROUND: Final = 0.25
 """Seconds between rounds while terminating or killing, unless a child's exit comes first.

@@ -33,3 +33,27 @@ from ._serve import Backend as Backend
 from ._serve import local_runtime as local_runtime
 from ._serve import run as run
 from ._serve import serve as serve
+
+__all__ = [
+    "DEFAULT_MODULES",
+    "DEFAULT_RUNTIME",
+    "KNOWN_MODULES",
+    "MCP_PATH",
+    "MIN_TOKEN_LENGTH",
+    "Backend",
+    "CallTarget",
+    "ConfigurationError",
+    "McpAdapter",
+    "McpEndpoint",
+    "ServeOptions",
+    "configure_logging",
+    "connection_session",
+    "http_app",
+    "load_module",
+    "local_runtime",
+    "main",
+    "read_tokens",
+    "run",
+    "serve",
+    "stdio_caller",
+]

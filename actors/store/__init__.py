@@ -21,3 +21,16 @@ from ._open import Creation as Creation
 from ._open import check_store_url as check_store_url
 from ._open import default_state_url as default_state_url
 from ._open import open_store as open_store
+
+__all__ = [
+    "Creation",
+    "MemoryStore",
+    "StateStore",
+    "StoreError",
+    "Stored",
+    "StoredEntry",
+    "VersionConflict",
+    "check_store_url",
+    "default_state_url",
+    "open_store",
+]
