@@ -91,7 +91,8 @@ def public_names(package: str) -> list[str]:
                 if isinstance(target, ast.Name) and target.id == "__all__":
                     # A computed one (``sorted(_WHERE)``) is read from the package itself.
                     exported = importlib.import_module(package).__all__
-                    return sorted(exported)
+                    # A dunder (``__version__``) is a fact of the package, not a page entry.
+                    return sorted(name for name in exported if not name.startswith("__"))
                 if isinstance(target, ast.Name):
                     names.append(target.id)
     for node in ast.walk(tree):  # under ``if TYPE_CHECKING:`` too
