@@ -28,15 +28,16 @@ if TYPE_CHECKING:
     from mcp import types
 
 
-def waiting_module() -> ToolModule[None]:
-    """A module with one async tool that never returns on its own."""
+def waiting_module(entered: trio.Event, release: trio.Event) -> ToolModule[None]:
+    """A module with one async tool that sets `entered`, then waits for `release`."""
     module: ToolModule[None] = ToolModule("waiting", lambda _context: None)
 
     @module.tool
     async def wait(state: None) -> str:
-        """Wait forever."""
-        await trio.sleep_forever()
-        raise AssertionError("unreachable")
+        """Wait until released."""
+        entered.set()
+        await release.wait()
+        return "released"
 
     return module
 
@@ -185,11 +186,19 @@ class TestLogLine:
     ) -> None:
         """The caller going away still leaves a line that says whose call it was."""
         caplog.set_level(logging.INFO, logger="actors.mcp")
-        async with client_as(STDIO, waiting_module()) as client:
-            with trio.move_on_after(0.5):
-                await client.call_tool(
-                    "waiting__wait", {}, meta={"sessionId": "s1", "assistantId": "a1"}
-                )
+        entered, release = trio.Event(), trio.Event()
+        async with client_as(STDIO, waiting_module(entered, release)) as client:
+            async with trio.open_nursery() as nursery:
+
+                async def call() -> None:
+                    await client.call_tool(
+                        "waiting__wait", {}, meta={"sessionId": "s1", "assistantId": "a1"}
+                    )
+
+                nursery.start_soon(call)
+                await entered.wait()  # the call runs: the caller goes away now
+                nursery.cancel_scope.cancel()
+            release.set()  # the call, which went on without its caller, may end now
         # Leaving the client ends the connection, which cancels the call if its
         # cancellation notification has not already done so.
         (line,) = [r.getMessage() for r in caplog.records if "outcome=cancelled" in r.getMessage()]

@@ -686,10 +686,10 @@ class TestCancellation:
         """A started call completes against the state; only the reply is dropped."""
         gates = {"running": Gate()}
         async with running([box_module(Liveness(), gates=gates)]) as runtime:
-            with trio.move_on_after(0.01):
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(append, runtime, "s", "running")
-            assert gates["running"].entered.is_set()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(append, runtime, "s", "running")
+                await gates["running"].entered.wait()  # it runs: the caller goes away now
+                nursery.cancel_scope.cancel()
             gates["running"].release.set()
             assert await read(runtime, "s") == ["running"]
 
@@ -863,7 +863,7 @@ class TestShutdown:
 
     @staticmethod
     async def _release_later(gate: Gate) -> None:
-        await trio.sleep(0.01)
+        await trio.testing.wait_all_tasks_blocked()  # the shutdown waits for the held call
         gate.release.set()
 
 
