@@ -136,8 +136,10 @@ async def test_a_report_after_the_reply_is_dropped() -> None:
     async with open_runtime([reporting_module()], config) as runtime:
         with pytest.raises(CallTimeoutError):
             await runtime.run(runtime.prepare(call("overrun")), progress=heard.append)
-        await trio.to_thread.run_sync(finished_late.wait, 10)
-        await trio.sleep(0.1)  # let a report crossing from the thread land, if one were sent
+        # The thread reports, then sets the event. Its report crosses to trio with
+        # run_sync_soon, and so does the end of this wait, after it: trio runs them in
+        # order, so once the wait is over the report has reached the listener or been dropped.
+        assert await trio.to_thread.run_sync(finished_late.wait, 60), "the thread never reported"
     assert heard == []
 
 
