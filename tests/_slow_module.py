@@ -1,7 +1,8 @@
 """A module whose tools take as long as they are told, or report progress as often as told.
 
 Served with ``serve --module tests._slow_module:slow``: calls in flight for
-shutdown tests, and progress for the progress tests.
+shutdown tests (for a time, or until the test makes a file), and progress for
+the progress tests.
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ async def wait(state: None, seconds: float) -> str:
     """Sleep for `seconds`, then say so."""
     await trio.sleep(seconds)
     return f"waited {seconds:g} s"
+
+
+@slow.tool
+async def wait_for(state: None, path: str) -> str:
+    """Answer once a file exists at `path`: the test makes it when the call may end."""
+    while not await trio.Path(path).exists():  # noqa: ASYNC110 -- a file another process makes
+        await trio.sleep(0.01)
+    return "the file is there"
 
 
 @slow.tool

@@ -25,6 +25,8 @@ from ._mcp_helpers import SERVE, bearer, http_server, initialize_request, raw_se
 from ._postgres import postgres_server_fixture, postgres_url_fixture  # noqa: F401  (fixtures)
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from protocol import ActorKey
 
     from ._mcp_helpers import HttpServer
@@ -122,15 +124,19 @@ async def test_health_and_readiness_on_the_http_listener() -> None:
         assert (await http.get(f"{base}/metrics", headers=bearer(TOKEN))).status_code == 404
 
 
-async def test_not_ready_while_draining_and_the_call_in_flight_still_finishes() -> None:
+async def test_not_ready_while_draining_and_the_call_in_flight_still_finishes(
+    tmp_path: Path,
+) -> None:
     """SIGTERM: /readyz turns 503 at once, /healthz stays 200, the slow call gets its result.
 
     A raw client: the SDK's client gives up on its session when the server
-    stops right after the reply, which is not what this test is about.
+    stops right after the reply, which is not what this test is about. The
+    call runs until the test has seen the drain, which the grace outlasts.
     """
+    go = tmp_path / "go"
     async with (
-        http_server(*SLOW, "--log-level", "debug") as server,
-        httpx2.AsyncClient(timeout=20) as http,
+        http_server(*SLOW, "--log-level", "debug", "--shutdown-grace", "60") as server,
+        httpx2.AsyncClient(timeout=60) as http,
     ):
         base = _base(server)
         opened = await http.post(server.url, json=initialize_request("ops"), headers=STREAMING)
@@ -144,7 +150,7 @@ async def test_not_ready_while_draining_and_the_call_in_flight_still_finishes() 
         replies: list[dict[str, Any]] = []
 
         async def slow_call() -> None:
-            params = {"name": "slow__wait", "arguments": {"seconds": 2}}
+            params = {"name": "slow__wait_for", "arguments": {"path": str(go)}}
             request = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params}
             async with http.stream("POST", server.url, json=request, headers=headers) as stream:
                 async for line in stream.aiter_lines():
@@ -156,14 +162,15 @@ async def test_not_ready_while_draining_and_the_call_in_flight_still_finishes() 
             # Logged when the call reached its actor: it is in flight from here on.
             await server.log.wait_for(re.compile("actor started for"), server.process)
             server.process.send_signal(signal.SIGTERM)
-            with trio.fail_after(5):
+            with trio.fail_after(60):
                 # Polling another process: there is no event to wait on.
                 while (ready := await http.get(f"{base}/readyz")).status_code == 200:  # noqa: ASYNC110
                     await trio.sleep(0.05)
             assert ready.status_code == 503
             assert "shutting down" in ready.text
             assert (await http.get(f"{base}/healthz")).status_code == 200
-    assert [reply["result"]["content"][0]["text"] for reply in replies] == ["waited 2 s"]
+            go.touch()  # the call in flight may end now
+    assert [reply["result"]["content"][0]["text"] for reply in replies] == ["the file is there"]
 
 
 async def test_json_logs_keep_one_object_per_line_whatever_the_client_sends() -> None:
