@@ -78,6 +78,12 @@ def log_module(gate: Gate, events: list[str]) -> ToolModule[Log]:
         state.items.append(value)
         return items(state)
 
+    @module.tool
+    def note(state: Log, value: str) -> dict[str, Any]:
+        """Append a value inline: no await, so no call deadline applies to it."""
+        state.items.append(value)
+        return items(state)
+
     @module.tool(read_only=True)
     def read(state: Log) -> dict[str, Any]:
         """The values appended so far."""
@@ -309,7 +315,8 @@ class TestErrors:
                 failed = await runtime.call_tool("log__fail", session("s", message="boom"))
                 with pytest.raises(CallTimeoutError, match=r"^tool 'log__hang' for .* overran"):
                     await runtime.call_tool("log__hang", session("s"))
-                after = await runtime.call_tool("log__append", session("s", value="still served"))
+                # Inline, so that the short deadline meant for log__hang cannot cut it off.
+                after = await runtime.call_tool("log__note", session("s", value="still served"))
                 assert after.structured_content is not None
                 return refused, failed, after.structured_content["items"]
 
