@@ -44,7 +44,7 @@ Era = Literal["legacy", "modern"]
 
 SERVE = (sys.executable, "-m", "actors", "serve")
 CLUSTER = (sys.executable, "-m", "actors", "cluster")
-STARTUP_TIMEOUT = 20.0
+STARTUP_TIMEOUT = 60.0  # a loaded machine takes seconds to import the server
 CLUSTER_STARTUP_TIMEOUT = 90.0  # a local Ray instance first, then the shards
 LISTENING = re.compile(r"listening on (http://\S+)")
 
@@ -111,7 +111,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-async def wait_gone(pid: int, seconds: float = 5.0) -> bool:
+async def wait_gone(pid: int, seconds: float = 60.0) -> bool:
     """Poll until `pid` no longer exists; False if it still does after `seconds`."""
     with trio.move_on_after(seconds):
         # Another process's exit: there is no event to wait on, so poll.
@@ -170,7 +170,7 @@ class RawServer:
     async def receive_json(self) -> Any:
         """The next line the server writes, parsed: a message, or a batch's array."""
         assert self.process.stdout is not None
-        with trio.fail_after(10):
+        with trio.fail_after(60):
             while b"\n" not in self._buffer:
                 chunk = await self.process.stdout.receive_some()
                 if not chunk:
@@ -211,8 +211,8 @@ class RawServer:
         await self.process.stdin.aclose()
 
     async def wait(self) -> int:
-        """The exit code, once the server has exited (within 15 s)."""
-        with trio.fail_after(15):
+        """The exit code, once the server has exited (within 60 s)."""
+        with trio.fail_after(60):
             return await self.process.wait()
 
 

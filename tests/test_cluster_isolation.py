@@ -154,7 +154,7 @@ def cluster_fixture(cluster_url: str) -> Iterator[ClusterServer]:
         finally:
             _stop(process)
         # The command stopped its Ray before exiting; the daemons may take a moment to go.
-        left = left_after(below, 10)
+        left = left_after(below, 60)
         text = _read(log)
         assert process.returncode == 0, f"exit code {process.returncode} on SIGTERM:\n{text}"
         assert "Traceback" not in text, text

@@ -154,7 +154,7 @@ class TestScenarios:
                 "workspace__execute_command", {"command": command, "__sessionId": "w1"}
             )
             process_id = started.structured_content["processId"]  # type: ignore[index]
-            with trio.fail_after(10):
+            with trio.fail_after(60):
                 while True:
                     polled = await session.call_tool(
                         "workspace__poll_process", {"processId": process_id, "__sessionId": "w1"}
@@ -395,7 +395,7 @@ async def _start_sleeper(server: RawServer) -> int:
         "workspace__execute_command", {"command": SLEEPER, "__sessionId": "w"}
     )
     process_id = started["result"]["structuredContent"]["processId"]
-    with trio.fail_after(10):
+    with trio.fail_after(60):
         while True:
             polled = await server.call(
                 "workspace__poll_process", {"processId": process_id, "__sessionId": "w"}

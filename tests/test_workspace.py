@@ -82,7 +82,7 @@ async def start(runtime: Runtime, session: str, command: str, **arguments: Any) 
 
 async def finished(runtime: Runtime, session: str, process_id: str) -> dict[str, Any]:
     """Poll until the process is no longer running; its last poll."""
-    with trio.fail_after(20):
+    with trio.fail_after(60):
         while True:
             polled = await data(runtime, "poll_process", session, processId=process_id)
             if polled["status"] != "running":
@@ -92,7 +92,7 @@ async def finished(runtime: Runtime, session: str, process_id: str) -> dict[str,
 
 async def started_pid(runtime: Runtime, session: str, process_id: str) -> int:
     """The OS pid a PRINT_PID_AND_SLEEP process printed, once it has printed it."""
-    with trio.fail_after(20):
+    with trio.fail_after(60):
         while True:
             polled = await data(runtime, "poll_process", session, processId=process_id)
             if polled["stdout"].endswith("\n"):
@@ -101,8 +101,8 @@ async def started_pid(runtime: Runtime, session: str, process_id: str) -> int:
 
 
 async def wait_until(predicate: Callable[[], bool]) -> None:
-    """Poll `predicate` until it holds, for ten seconds at most."""
-    with trio.fail_after(10):
+    """Poll `predicate` until it holds, for a minute at most."""
+    with trio.fail_after(60):
         while not predicate():  # noqa: ASYNC110 -- OS and runtime state that no trio.Event reports
             await trio.sleep(0.02)
 

@@ -632,7 +632,7 @@ class TestProcessCaps:
 
 async def _start_when_free(runtime: Runtime, session: str, command: str) -> str:
     """Start `command` once the session's last supervisor has exited and been reaped."""
-    with trio.fail_after(10):
+    with trio.fail_after(60):
         while True:
             result = await call(runtime, "execute_command", session, command=command)
             if not result.is_error:
