@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -32,8 +33,10 @@ from protocol import SERVICE_INFO_META_KEY
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
+    from pathlib import Path
     from typing import IO
 
+    import pytest
     from mcp import types
 
     from actors import Runtime
@@ -87,6 +90,16 @@ async def stdio_session(*args: str, era: Era = "legacy") -> AsyncIterator[Client
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
                 yield await open_session(session, era)
+
+
+def importable_module(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: str
+) -> None:
+    """Write `source` as module `name` in `folder`, on the PYTHONPATH of the servers a test
+    starts (until the test ends)."""
+    (folder / f"{name}.py").write_text(textwrap.dedent(source))
+    path = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", str(folder) if path is None else f"{folder}{os.pathsep}{path}")
 
 
 def texts(result: types.CallToolResult) -> str:

@@ -18,7 +18,6 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 from typing import TYPE_CHECKING
 
 import httpx2
@@ -27,7 +26,7 @@ import trio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from ._mcp_helpers import LISTENING, SERVE, LogFile, texts
+from ._mcp_helpers import LISTENING, SERVE, LogFile, importable_module, texts
 from ._processes import descendants
 
 if TYPE_CHECKING:
@@ -60,11 +59,7 @@ GUARD = 60.0  # seconds: only a broken drain would take this long
 @pytest.fixture
 def drain_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """The spec of the slow module, importable by the servers the test starts."""
-    (tmp_path / "drainmod.py").write_text(textwrap.dedent(DRAIN_MODULE))
-    path = os.environ.get("PYTHONPATH")
-    monkeypatch.setenv(
-        "PYTHONPATH", str(tmp_path) if path is None else f"{tmp_path}{os.pathsep}{path}"
-    )
+    importable_module(tmp_path, monkeypatch, "drainmod", DRAIN_MODULE)
     return "drainmod:drain"
 
 

@@ -32,8 +32,8 @@ APP = "https://app.example"
 async def test_a_server_with_a_tokens_file_serves_refuses_and_stops_on_sigterm(
     tmp_path: Path,
 ) -> None:
-    """The docs' tokens file and client (guides/tenants.md): tools listed, a tenant's call served, foreign
-    requests refused, and SIGTERM with a client still connected exits 0."""
+    """The docs' tokens file and client (guides/tenants.md): tools listed, a tenant's call
+    served, foreign requests refused, and SIGTERM with a client still connected exits 0."""
     tokens = tmp_path / "tokens.txt"
     tokens.write_text(
         "# operators' tokens\n"

@@ -10,7 +10,6 @@ clock involved.
 
 from __future__ import annotations
 
-import os
 import re
 import textwrap
 from contextlib import asynccontextmanager
@@ -25,7 +24,7 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import ClientMessageMetadata
 
-from ._mcp_helpers import http_server, initialize_request, open_session, texts
+from ._mcp_helpers import http_server, importable_module, initialize_request, open_session, texts
 from ._nginx import PUBLIC_NAME, nginx_fixture  # noqa: F401  (a fixture)
 from .test_resumable_http import SLOW_MODULE, CuttableProxy, release
 
@@ -61,13 +60,8 @@ async def halfway(state: None, progress: Progress) -> str:
 @pytest.fixture
 def proxy_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """test_resumable_http's slow module and a tool that reports progress while it holds."""
-    (tmp_path / "proxymod.py").write_text(
-        textwrap.dedent(SLOW_MODULE) + textwrap.dedent(PROGRESS_TOOL)
-    )
-    path = os.environ.get("PYTHONPATH")
-    monkeypatch.setenv(
-        "PYTHONPATH", str(tmp_path) if path is None else f"{tmp_path}{os.pathsep}{path}"
-    )
+    source = textwrap.dedent(SLOW_MODULE) + textwrap.dedent(PROGRESS_TOOL)
+    importable_module(tmp_path, monkeypatch, "proxymod", source)
     return "proxymod:slow"
 
 

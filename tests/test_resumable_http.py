@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import sys
-import textwrap
 import tracemalloc
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
@@ -38,7 +36,14 @@ from actors.server._events import (
     _SessionScope,
 )
 
-from ._mcp_helpers import bearer, http_server, initialize_request, open_session, texts
+from ._mcp_helpers import (
+    bearer,
+    http_server,
+    importable_module,
+    initialize_request,
+    open_session,
+    texts,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -87,11 +92,7 @@ async def echo(state: None, text: str) -> str:
 @pytest.fixture
 def slow_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """The spec of the test's slow module, importable by the servers the test starts."""
-    (tmp_path / "slowmod.py").write_text(textwrap.dedent(SLOW_MODULE))
-    path = os.environ.get("PYTHONPATH")
-    monkeypatch.setenv(
-        "PYTHONPATH", str(tmp_path) if path is None else f"{tmp_path}{os.pathsep}{path}"
-    )
+    importable_module(tmp_path, monkeypatch, "slowmod", SLOW_MODULE)
     return "slowmod:slow"
 
 
