@@ -346,7 +346,9 @@ async def _refused(url: str, cause: str) -> None:
 async def test_a_state_url_of_no_known_form_is_a_usage_error(url: str, problem: str) -> None:
     code, stderr = await _serve_exit("--state", url)
     assert code == 2, stderr
-    assert stderr.splitlines()[-1].startswith(f"{_PROG}: error: --state: {problem}"), stderr
+    error, hint = stderr.splitlines()
+    assert error.startswith(f"{_PROG}: error: --state: {problem}"), stderr
+    assert hint == f"(see '{_PROG} --help')"
 
 
 async def test_an_unreachable_postgresql_server_is_refused_without_its_password() -> None:

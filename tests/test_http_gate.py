@@ -22,7 +22,9 @@ import trio
 import trio.testing
 from mcp import types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 
     import httpx2
     from mcp.server.auth.provider import AccessToken
-    from mcp.server.session import ServerSession
+    from mcp.shared.dispatcher import DispatchContext, Outbound
 
 ERAS = pytest.mark.parametrize("era", ["legacy", "modern"])
 ALPHA, BETA, GATEWAY = "alpha-token-5f1c0a", "beta-token-9e2d0b7", "gateway-token-77aa1"
@@ -207,9 +209,12 @@ class TestStaticTokens:
 
 
 def request_context(
-    headers: Mapping[str, str] | None = None, token: AccessToken | None = None
+    headers: Mapping[str, str] | None = None,
+    token: AccessToken | None = None,
+    session: str | None = None,
 ) -> ServerRequestContext[Any, Any]:
-    """The context the SDK hands a handler for an HTTP request with `headers` (and `token`)."""
+    """The context the SDK hands a handler for an HTTP request with `headers` (and `token`),
+    served on the connection of HTTP session `session` (None: the 2026 era's, sessionless)."""
     scope: dict[str, Any] = {
         "type": "http",
         "method": "POST",
@@ -218,9 +223,9 @@ def request_context(
     }
     if token is not None:
         scope["user"] = AuthenticatedUser(token)
-    # identify_http_caller reads only the request; no connection is needed for that.
+    connection = Connection.for_loop(cast("Outbound", None), session_id=session)
     return ServerRequestContext(
-        session=cast("ServerSession", None),
+        session=ServerSession(cast("DispatchContext[Any]", None), connection),
         lifespan_context={},
         protocol_version=VERSION,
         method="tools/call",
@@ -232,12 +237,17 @@ class TestIdentifyHttpCaller:
     """Who an HTTP request comes from: its token's label and tenant, and its Mcp-Session-Id."""
 
     async def test_a_tenant_token_names_its_tenant_and_transport_session(self) -> None:
-        """The label and tenant ride in the token's claims; the session id in its header."""
+        """The label and tenant ride in the token's claims; the session is the SDK's."""
         token = await _StaticTokens(TOKENS).verify_token(ALPHA)
-        context = request_context({MCP_SESSION_ID_HEADER: "abc"}, token)
+        context = request_context({MCP_SESSION_ID_HEADER: "abc"}, token, session="abc")
         assert identify_http_caller(context, token_required=True) == Caller(
             "token-1", "alpha", "abc"
         )
+
+    def test_a_header_alone_is_no_session(self) -> None:
+        """A 2026-era request carrying someone's Mcp-Session-Id is served in no session."""
+        context = request_context({MCP_SESSION_ID_HEADER: "someone-elses"})
+        assert identify_http_caller(context) == Caller("anonymous")
 
     async def test_a_gateway_token_has_no_tenant(self) -> None:
         """A token bound to no tenant may address any session."""
@@ -246,7 +256,7 @@ class TestIdentifyHttpCaller:
 
     def test_without_tokens_the_caller_is_anonymous(self) -> None:
         """A loopback server without tokens: every client is 'anonymous', none a sole client."""
-        context = request_context({MCP_SESSION_ID_HEADER: "s"})
+        context = request_context({MCP_SESSION_ID_HEADER: "s"}, session="s")
         assert identify_http_caller(context) == Caller("anonymous", None, "s")
         assert identify_http_caller(request_context()) == Caller("anonymous")
 
