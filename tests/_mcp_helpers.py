@@ -48,7 +48,7 @@ Era = Literal["legacy", "modern"]
 SERVE = (sys.executable, "-m", "actors", "serve")
 CLUSTER = (sys.executable, "-m", "actors", "cluster")
 STARTUP_TIMEOUT = 60.0  # a loaded machine takes seconds to import the server
-CLUSTER_STARTUP_TIMEOUT = 90.0  # a local Ray instance first, then the shards
+CLUSTER_STARTUP_TIMEOUT = 240.0  # a local Ray instance first, then the shards: slow when busy
 LISTENING = re.compile(r"listening on (http://\S+)")
 
 
