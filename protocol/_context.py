@@ -132,9 +132,10 @@ def _check_id(source: str, value: object, policy: ContextPolicy) -> str:
     if not value:
         msg = f"context field {source!r} must not be empty"
         raise ContextError(msg)
-    if len(value) > policy.max_id_length:
+    length = len(value)
+    if length > policy.max_id_length:
         msg = (
-            f"context field {source!r} is {len(value)} characters long; "
+            f"context field {source!r} is {length} characters long; "
             f"the limit is {policy.max_id_length}"
         )
         raise ContextError(msg)
@@ -153,7 +154,7 @@ def _check_id(source: str, value: object, policy: ContextPolicy) -> str:
         )
         raise ContextError(msg)
     # A character takes at most 4 bytes: only a long id can be over the byte limit.
-    if len(value) * 4 > policy.max_id_bytes and len(value.encode()) > policy.max_id_bytes:
+    if length * 4 > policy.max_id_bytes and len(value.encode()) > policy.max_id_bytes:
         msg = (
             f"context field {source!r} takes {len(value.encode())} bytes of UTF-8; "
             f"the limit is {policy.max_id_bytes}"
