@@ -27,6 +27,7 @@ __all__ = ["main"]
 _SERVE_HELP: Final = "serve tool modules over MCP (stdio, or Streamable HTTP with --http)"
 _CLUSTER_HELP: Final = "serve tool modules over MCP Streamable HTTP from shards on Ray"
 _STATE_HELP: Final = "look at and repair stored state: list, show, export, import, delete"
+_INSPECT_HELP: Final = "open your modules in the MCP Inspector (Node.js), served over stdio"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("serve", help=_SERVE_HELP, add_help=False)
     commands.add_parser("cluster", help=_CLUSTER_HELP, add_help=False)
     commands.add_parser("state", help=_STATE_HELP, add_help=False)
+    commands.add_parser("inspect", help=_INSPECT_HELP, add_help=False)
     return parser
 
 
@@ -74,6 +76,13 @@ def _cluster(argv: Sequence[str]) -> int:
     return cluster_main(argv, prog=f"{command_name()} cluster")
 
 
+def _inspect(argv: Sequence[str]) -> int:
+    _require("inspect", "server", ("mcp", "hypercorn"))
+    from .server._inspect import main as inspect_main  # lazily: it needs the extra
+
+    return inspect_main(argv, prog=f"{command_name()} inspect")
+
+
 def _state(argv: Sequence[str]) -> int:
     from .store._cli import main as state_main  # lazily: only this command needs it
 
@@ -89,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cluster(arguments[1:])
     if arguments[:1] == ["state"]:
         return _state(arguments[1:])
+    if arguments[:1] == ["inspect"]:
+        return _inspect(arguments[1:])
     args = _parser().parse_args(arguments)
     ok = trio.run(run_demo, args.sessions, args.assistants, args.goals)
     return 0 if ok else 1

@@ -72,6 +72,7 @@ def _sections() -> Iterator[tuple[str, str, str]]:
         ("serve", "actors.server._cli"),
         ("cluster", "actors.cluster._cli"),
         ("state", "actors.store._cli"),
+        ("inspect", "actors.server._inspect"),
     ):
         prog = f"{PROG} {command}"
         yield prog, "", _help(_load(module, "parser")(prog), prog)

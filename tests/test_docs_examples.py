@@ -323,33 +323,22 @@ async def test_the_claude_desktop_configuration_keeps_its_session(
     assert message in page
 
 
-async def test_the_ide_configuration_and_the_inspector_command_start_the_server(
+async def test_the_ide_configuration_starts_the_server(
     reader_environment: Path, tmp_path: Path
 ) -> None:
-    """VS Code's ``.vscode/mcp.json`` and the Inspector's command start a server that
-    answers initialize and lists the notes tools."""
+    """VS Code's ``.vscode/mcp.json`` starts a server that answers initialize and lists the
+    notes tools (the Inspector's command is run by tests/test_inspect.py)."""
     workspace_command = "${workspaceFolder}/.venv/bin/mcp-actors"
     entry = desktop_config(
         "vscode_mcp.json", {workspace_command: MCP_ACTORS, "${workspaceFolder}": START}
     )
     assert entry["type"] == "stdio"
-    (line,) = shell_lines("getting-started/desktop-hosts.md", "npx @modelcontextprotocol/inspector")
-    inspector_argv = shlex.split(line.split(" -- ", 1)[1])
-    assert inspector_argv[0] == "mcp-actors"
-    inspector = {"command": str(MCP_ACTORS), "args": inspector_argv[1:]}
 
     async def tool_names(client: Client) -> set[str]:
         return {tool.name for tool in (await client.list_tools()).tools}
 
-    names: list[set[str]] = []
-
-    async def start(server: Mapping[str, Any], cwd: Path) -> None:
-        names.append(await host_starts_and_calls(server, cwd, tool_names))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(start, entry, tmp_path)
-        nursery.start_soon(start, inspector, START)  # the page runs it in notes.py's folder
-    assert names == [{"notes__add_note", "notes__list_notes"}] * 2
+    names = await host_starts_and_calls(entry, tmp_path, tool_names)
+    assert names == {"notes__add_note", "notes__list_notes"}
 
 
 # ---- durable-state.md ---------------------------------------------------------------------
@@ -450,7 +439,7 @@ async def test_the_fastapi_service_answers_rest_and_mcp(tmp_path: Path) -> None:
 
 
 async def test_the_testing_guides_tests_pass() -> None:
-    """``python -m pytest test_notes.py`` passes all five tests, as the page shows."""
+    """``python -m pytest test_notes.py`` passes all six tests, as the page shows."""
     ran = await trio.run_process(
         [
             sys.executable,
@@ -468,5 +457,5 @@ async def test_the_testing_guides_tests_pass() -> None:
     )
     out = ran.stdout.decode()
     assert ran.returncode == 0, out + ran.stderr.decode()
-    assert re.search(r"^5 passed", out, re.MULTILINE), out
-    assert "```text\n5 passed\n```" in page_text("guides/testing.md")
+    assert re.search(r"^6 passed", out, re.MULTILINE), out
+    assert "```text\n6 passed\n```" in page_text("guides/testing.md")

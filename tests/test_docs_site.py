@@ -36,6 +36,7 @@ PAGES = {
     "actors.store": "reference/store/index.html",
     "actors.cluster": "reference/cluster/index.html",
     "actors.telemetry": "reference/telemetry/index.html",
+    "actors.testing": "reference/testing/index.html",
     "protocol": "reference/protocol/index.html",
 }
 

@@ -11,8 +11,8 @@ from mcp import Client, StdioServerParameters
 from notes import notes
 
 from actors import open_runtime
-from actors.server import McpAdapter
 from actors.store import open_store
+from actors.testing import connect
 
 # --8<-- [end:imports]
 
@@ -44,10 +44,22 @@ async def test_notes_survive_a_restart(tmp_path: Path) -> None:
 # --8<-- [start:sdk]
 @pytest.mark.trio
 async def test_a_blank_note_is_an_error_the_model_can_read() -> None:
-    async with open_runtime([notes]) as runtime, Client(McpAdapter(runtime).server) as client:
+    async with connect([notes]) as client:
         result = await client.call_tool("notes__add_note", {"text": "  "})
     assert result.is_error
     assert result.content[0].text == "text must not be empty"
+
+
+@pytest.mark.trio
+async def test_two_hosts_do_not_see_each_others_notes() -> None:
+    async with (
+        open_runtime([notes]) as runtime,  # one runtime, two clients of it
+        connect(runtime) as first,
+        connect(runtime) as second,
+    ):
+        await first.call_tool("notes__add_note", {"text": "buy milk"})
+        theirs = await second.call_tool("notes__list_notes", {})
+    assert theirs.content[0].text == "No notes yet."
 
 
 # --8<-- [end:sdk]
