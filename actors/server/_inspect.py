@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 
 __all__ = ["INSPECTOR", "inspector_command", "main", "parser"]
 
+_DESCRIPTION: Final = (
+    "Open the modules in the MCP Inspector (Node.js), which starts the server over stdio and "
+    "shows its tools in a web page. Takes the options of 'serve' and checks them first; what "
+    "follows '--' goes to the Inspector ('-- --cli --method tools/list' prints the tools "
+    "without a browser)."
+)
+
 INSPECTOR: Final = "@modelcontextprotocol/inspector@2"
 """The npm package run, the major version the command was tested with (``$MCP_ACTORS_INSPECTOR``
 names another)."""
@@ -40,7 +47,7 @@ def parser(prog: str = "mcp-actors inspect") -> argparse.ArgumentParser:
     """``serve``'s parser, described and used as ``inspect``'s."""
     cli = serve_parser(prog)
     cli.usage = f"{prog} [serve options] [-- inspector options]"
-    cli.description = __doc__.split("\n\n", 1)[1] if __doc__ else None
+    cli.description = _DESCRIPTION
     return cli
 
 
