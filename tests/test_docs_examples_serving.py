@@ -45,6 +45,7 @@ PAGES = (
         for name in (
             "serving.md",
             "tenants.md",
+            "oauth.md",
             "proxies.md",
             "operating.md",
             "cluster.md",

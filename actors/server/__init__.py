@@ -9,7 +9,9 @@ run(ServeOptions(modules=(notes,), http=("127.0.0.1", 8765)))
 ```
 
 or ``await serve(options)`` inside trio; from a shell, ``mcp-actors serve``
-(`main`) with the same options.
+(`main`) with the same options. Over HTTP, clients bring static bearer tokens
+(`ServeOptions.tokens`) or an OAuth issuer's access tokens (`OAuthSettings`,
+the ``oauth`` extra).
 """
 
 from ._asgi import McpEndpoint as McpEndpoint
@@ -23,6 +25,8 @@ from ._mcp import CallTarget as CallTarget
 from ._mcp import McpAdapter as McpAdapter
 from ._mcp import connection_session as connection_session
 from ._mcp import stdio_caller as stdio_caller
+from ._oauth import ASYMMETRIC_ALGORITHMS as ASYMMETRIC_ALGORITHMS
+from ._oauth import OAuthSettings as OAuthSettings
 from ._options import DEFAULT_MODULES as DEFAULT_MODULES
 from ._options import DEFAULT_RUNTIME as DEFAULT_RUNTIME
 from ._options import KNOWN_MODULES as KNOWN_MODULES
@@ -35,6 +39,7 @@ from ._serve import run as run
 from ._serve import serve as serve
 
 __all__ = [
+    "ASYMMETRIC_ALGORITHMS",
     "DEFAULT_MODULES",
     "DEFAULT_RUNTIME",
     "KNOWN_MODULES",
@@ -45,6 +50,7 @@ __all__ = [
     "ConfigurationError",
     "McpAdapter",
     "McpEndpoint",
+    "OAuthSettings",
     "ServeOptions",
     "configure_logging",
     "connection_session",

@@ -25,6 +25,7 @@ from protocol import ContextPolicy
 from .._argparse import ENVIRONMENT_PREFIX, Parser, with_environment
 from ..store import StoreError
 from ._logs import LOG_FORMATS, LibraryLines, LogFormat, log_handler
+from ._oauth import ASYMMETRIC_ALGORITHMS, TENANT_NAME, OAuthSettings
 from ._ops import leaves
 from ._options import DEFAULT_MODULES, ConfigurationError, ServeOptions
 from ._serve import serve
@@ -37,7 +38,6 @@ __all__ = ["MIN_TOKEN_LENGTH", "SESSION_ENVIRONMENT", "configure_logging", "main
 _DEFAULTS: Final = ServeOptions()
 _RUNTIME: Final = _DEFAULTS.runtime
 _DAY: Final = 24 * 3600.0
-_TENANT: Final = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # A comment starts at a '#' that begins the line or follows white space.
 _COMMENT: Final = re.compile(r"(?:^|\s)#.*$")
 SESSION_ENVIRONMENT: Final = ENVIRONMENT_PREFIX + "SESSION"
@@ -95,7 +95,21 @@ tokens and tenants (HTTP):
   many are gateways, never the tokens.
   With tokens configured, a request without a valid 'Authorization: Bearer'
   header gets HTTP 401. Without tokens every local client is trusted, so a
-  non-loopback --http address needs tokens, or --insecure on a trusted network.
+  non-loopback --http address needs tokens (or OAuth), or --insecure on a
+  trusted network.
+
+OAuth (HTTP, the oauth extra):
+  --oauth-issuer URL and --oauth-resource URL accept access tokens (signed
+  JWTs) the issuer made for this server, besides any --token: a token that is
+  none of the static ones is checked against the issuer's keys (from
+  --oauth-jwks-url, or the jwks_uri of its metadata), its iss, aud (the
+  resource URL, or --oauth-audience), exp and nbf. --oauth-tenant-claim CLAIM
+  binds each token to the tenant its claim names, as TOKEN=TENANT does; a
+  token without the claim is refused (403), unless it carries
+  --oauth-gateway-scope SCOPE, which makes it a trusted gateway. The metadata
+  clients discover the issuer with is served at
+  /.well-known/oauth-protected-resource (and .../mcp), and every 401 names it
+  in WWW-Authenticate.
 
 environment:
   Every option that takes a value can also come from a variable named after it,
@@ -108,6 +122,8 @@ examples:
   mcp-actors serve
   mcp-actors serve --module notes:notes --session desktop
   mcp-actors serve --http 127.0.0.1:8765 --tokens-file tokens.txt
+  mcp-actors serve --http 127.0.0.1:8765 --oauth-issuer https://auth.example.com \
+      --oauth-resource https://mcp.example.com/mcp --oauth-tenant-claim tenant
   mcp-actors serve --allow-exec --exec-allow python3 --exec-allow ls
 """
 
@@ -126,6 +142,7 @@ def parser(prog: str = "mcp-actors serve", *, cluster: bool = False) -> argparse
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_transport_options(serve, cluster=cluster)
+    _add_oauth_options(serve)
     _add_module_options(serve, cluster=cluster)
     _add_runtime_options(serve, cluster=cluster)
     if cluster:  # what `_options` reads of the options a cluster does not take
@@ -211,7 +228,7 @@ def _token(text: str) -> tuple[str, str | None]:
             "print(secrets.token_urlsafe(32))'"
         )
         raise argparse.ArgumentTypeError(msg)
-    if tenant and not _TENANT.fullmatch(tenant):  # not match with $: it allows a final \n
+    if tenant and not TENANT_NAME.fullmatch(tenant):  # not match with $: it allows a final \n
         msg = f"tenant {tenant!r} must be 1-64 letters, digits, '.', '_' or '-'"
         raise argparse.ArgumentTypeError(msg)
     return token, tenant or None
@@ -328,6 +345,72 @@ def _add_transport_options(serve: argparse.ArgumentParser, *, cluster: bool) -> 
         default=_DEFAULTS.max_in_flight,
         help="stdio requests read ahead of their replies; a client that stops reading stops "
         "the server reading (default %(default)s)",
+    )
+
+
+def _algorithm(text: str) -> str:
+    if text not in ASYMMETRIC_ALGORITHMS:
+        msg = (
+            f"{text!r} is not accepted; choose among {', '.join(ASYMMETRIC_ALGORITHMS)} "
+            "(public-key algorithms: never 'none' or an HMAC)"
+        )
+        raise argparse.ArgumentTypeError(msg)
+    return text
+
+
+def _add_oauth_options(serve: argparse.ArgumentParser) -> None:
+    group = serve.add_argument_group("OAuth (HTTP; needs the oauth extra)")
+    group.add_argument(
+        "--oauth-issuer",
+        metavar="URL",
+        help="accept access tokens (signed JWTs) of this issuer, exactly as their iss claim "
+        "has it; https, or http on loopback",
+    )
+    group.add_argument(
+        "--oauth-resource",
+        metavar="URL",
+        help="(required with --oauth-issuer) this server's MCP endpoint as clients reach it, "
+        "e.g. https://mcp.example.com/mcp: the resource its metadata names, and the audience "
+        "tokens must carry unless --oauth-audience says otherwise",
+    )
+    group.add_argument(
+        "--oauth-audience",
+        metavar="AUD",
+        help="the aud claim tokens must carry (default: the --oauth-resource URL)",
+    )
+    group.add_argument(
+        "--oauth-jwks-url",
+        metavar="URL",
+        help="the issuer's JWK set (default: the jwks_uri of its metadata at "
+        "/.well-known/oauth-authorization-server or openid-configuration)",
+    )
+    group.add_argument(
+        "--oauth-tenant-claim",
+        metavar="CLAIM",
+        help="bind each token to the tenant this claim names, as TOKEN=TENANT does; a token "
+        "without it is refused unless it has --oauth-gateway-scope",
+    )
+    group.add_argument(
+        "--oauth-gateway-scope",
+        metavar="SCOPE",
+        help="a token with this scope and no tenant claim is a trusted gateway: it may "
+        "address any session (default: no OAuth gateways)",
+    )
+    group.add_argument(
+        "--oauth-required-scope",
+        metavar="SCOPE",
+        action="append",
+        default=[],
+        help="a scope every token must carry, or HTTP 403 (repeatable)",
+    )
+    group.add_argument(
+        "--oauth-algorithm",
+        metavar="ALG",
+        type=_algorithm,
+        action="append",
+        default=[],
+        help="accept tokens signed with this algorithm only (repeatable; default: "
+        f"{', '.join(ASYMMETRIC_ALGORITHMS)})",
     )
 
 
@@ -544,6 +627,44 @@ def _token_table(pairs: Iterable[tuple[str, str | None]]) -> dict[str, str | Non
     return table
 
 
+_OAUTH_DETAILS: Final = (
+    ("--oauth-resource", "oauth_resource"),
+    ("--oauth-audience", "oauth_audience"),
+    ("--oauth-jwks-url", "oauth_jwks_url"),
+    ("--oauth-tenant-claim", "oauth_tenant_claim"),
+    ("--oauth-gateway-scope", "oauth_gateway_scope"),
+    ("--oauth-required-scope", "oauth_required_scope"),
+    ("--oauth-algorithm", "oauth_algorithm"),
+)
+
+
+def _oauth(args: argparse.Namespace) -> OAuthSettings | None:
+    """The OAuth settings the command line describes (not yet checked); None without
+    --oauth-issuer, which the other --oauth options need."""
+    if args.oauth_issuer is None:
+        given = [flag for flag, name in _OAUTH_DETAILS if getattr(args, name)]
+        if given:
+            msg = f"{', '.join(given)} need(s) --oauth-issuer"
+            raise ConfigurationError(msg)
+        return None
+    if args.oauth_resource is None:
+        msg = (
+            "--oauth-issuer needs --oauth-resource URL: this server's MCP endpoint as clients "
+            "reach it, e.g. https://mcp.example.com/mcp"
+        )
+        raise ConfigurationError(msg)
+    return OAuthSettings(
+        issuer=args.oauth_issuer,
+        resource=args.oauth_resource,
+        audience=args.oauth_audience,
+        jwks_url=args.oauth_jwks_url,
+        tenant_claim=args.oauth_tenant_claim,
+        gateway_scope=args.oauth_gateway_scope,
+        required_scopes=tuple(args.oauth_required_scope),
+        algorithms=tuple(dict.fromkeys(args.oauth_algorithm)) or ASYMMETRIC_ALGORITHMS,
+    )
+
+
 def configure_logging(level: str, log_format: LogFormat = "text") -> None:
     """Log to stderr at `level` as ``serve`` does: one line per event, libraries kept quiet
     (and, below debug, bounded: `LibraryLines`)."""
@@ -587,6 +708,7 @@ def _options(args: argparse.Namespace) -> ServeOptions:
         runtime=runtime,
         http=args.http,
         tokens=_token_table(tokens),
+        oauth=_oauth(args),
         allow_origins=tuple(args.allow_origin),
         allow_hosts=tuple(args.allow_host),
         trusted_proxies=tuple(args.trusted_proxy),

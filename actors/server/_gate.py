@@ -3,8 +3,12 @@
 For each HTTP request, in order (after `actors.server._front` checked its
 ``Host`` and ``Origin``):
 
-1. **Bearer token** (401) and **declared body size** (413) are checked from
-   the headers alone.
+1. **Bearer token** (401; with OAuth also 403 for a token without the tenant
+   or scopes it needs, and 503 while the issuer's keys cannot be fetched) and
+   **declared body size** (413) are checked from the headers alone. What
+   checks the token is an `Authenticator` (`actors.server._http`: static
+   tokens, then OAuth); a refusal is an `AuthRefusal`, with its status and
+   headers.
 2. A POST body is read whole, at most ``max_body`` bytes (413 beyond, also
    for chunked bodies), and screened by `actors.server._jsonrpc`: what the SDK
    would drop or answer without the request's id is answered here, with it
@@ -39,7 +43,7 @@ import json
 import logging
 from collections import Counter
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import anyio
 import attrs
@@ -47,12 +51,12 @@ import pydantic_core
 import trio
 from mcp import types
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from starlette.authentication import AuthCredentials
 from starlette.datastructures import Headers
-from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
 from ._jsonrpc import Accept, Answer, BatchReply, Ignore, Reply, plan_batch, screen
@@ -61,13 +65,15 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     import pydantic
-    from mcp.server.auth.provider import TokenVerifier
+    from mcp.server.auth.provider import AccessToken
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
     "DEFAULT_MAX_SESSIONS_PER_TOKEN",
     "DEFAULT_SESSION_IDLE_TIMEOUT",
     "TENANT_CLAIM",
+    "AuthRefusal",
+    "Authenticator",
     "Gate",
     "RefusalLog",
     "SessionTable",
@@ -89,6 +95,8 @@ ANONYMOUS: Final = "anonymous"
 """The principal of every client without a token (a loopback server configured without any)."""
 
 _SSE: Final = "text/event-stream"
+NO_VALID_TOKEN: Final = "a request without a valid bearer token"
+"""The `RefusalLog` kind of a request whose token is missing or unknown."""
 
 logger = logging.getLogger("actors.serve")
 
@@ -297,6 +305,33 @@ class SessionTable:
             del self._by_principal[session.principal]
 
 
+@final
+@attrs.frozen
+class AuthRefusal:
+    """Why a request's bearer token was refused, and the HTTP answer that says so."""
+
+    status: int
+    """401 (no valid token), 403 (a valid one without what is required) or 503 (it
+    cannot be checked now)."""
+    message: str
+    """The JSON-RPC error's message: what is wrong and what to send."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """``WWW-Authenticate``, ``Retry-After``."""
+    kind: str = NO_VALID_TOKEN
+    """How `RefusalLog` counts it."""
+    detail: str = ""
+    """What the log adds to the kind (never the token)."""
+
+
+class Authenticator(Protocol):
+    """What checks the bearer token of each request the gate lets through."""
+
+    async def authenticate(self, authorization: str | None) -> AccessToken | AuthRefusal:
+        """The token's `AccessToken` from an ``Authorization`` header value (``None``:
+        no such header), or why the request is refused."""
+        ...
+
+
 class _Disconnected(Exception):
     """The client went away before its request body was whole."""
 
@@ -384,7 +419,7 @@ class Gate:
         self,
         app: ASGIApp,
         *,
-        tokens: TokenVerifier | None,
+        auth: Authenticator | None,
         max_body: int,
         sessions: SessionTable,
         refusals: RefusalLog,
@@ -392,7 +427,7 @@ class Gate:
     ) -> None:
         # AuthContextMiddleware exposes the token to the SDK (get_access_token).
         self._app = AuthContextMiddleware(app)
-        self._backend = None if tokens is None else BearerAuthBackend(tokens)
+        self._auth = auth
         self._max_body = max_body
         self._sessions = sessions
         self._refusals = refusals
@@ -594,15 +629,15 @@ class Gate:
     async def _check_headers(self, scope: Scope) -> Response | None:
         """A refusal decided from the headers alone: token, declared size (`Front` did Origin)."""
         headers = Headers(scope=scope)
-        if self._backend is not None:
-            verdict = await self._backend.authenticate(HTTPConnection(scope))
-            if verdict is None:
-                self._refusals.refused("a request without a valid bearer token", scope=scope)
-                message = "a valid bearer token is required: send 'Authorization: Bearer <token>'"
-                return error_response(
-                    401, message, headers={"WWW-Authenticate": 'Bearer realm="mcp"'}
-                )
-            scope["auth"], scope["user"] = verdict
+        if self._auth is not None:
+            verdict = await self._auth.authenticate(headers.get("authorization"))
+            if isinstance(verdict, AuthRefusal):
+                self._refusals.refused(verdict.kind, verdict.detail, scope)
+                answer = dict(verdict.headers)
+                return error_response(verdict.status, verdict.message, headers=answer)
+            # What the SDK reads: AuthContextMiddleware, and the session's owner.
+            scope["auth"] = AuthCredentials(verdict.scopes)
+            scope["user"] = AuthenticatedUser(verdict)
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self._max_body:
             self._refusals.refused("an oversized body", scope=scope)

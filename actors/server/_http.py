@@ -6,8 +6,10 @@ size 413, malformed JSON-RPC answered with its id, sessions per token 429),
 with resumable SSE streams (`actors.server._events`).
 In front of everything, `actors.server._front` checks ``Host`` (DNS rebinding) and
 ``Origin``, and believes forwarded headers only from the operator's proxies.
-Operators' bearer tokens are checked by digest in constant time; each token's
-tenant rides in its claims and becomes the `protocol.Caller` of its requests.
+Operators' bearer tokens are checked by digest in constant time; a token that
+is none of them is checked as an OAuth access token when an issuer is
+configured (`actors.server._oauth`). Either way the token's tenant rides in
+its claims and becomes the `protocol.Caller` of its requests.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 import urllib.parse
 from typing import TYPE_CHECKING, Any, Final, final
 
+import trio
 from mcp import types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -30,15 +33,15 @@ from protocol import Caller
 
 from ._events import RETRY_INTERVAL_MS, BoundedEventStore, SessionScopes
 from ._front import Front
-from ._gate import TENANT_CLAIM, Gate, RefusalLog, SessionTable
+from ._gate import TENANT_CLAIM, AuthRefusal, Gate, RefusalLog, SessionTable
 from ._mcp import McpAdapter, connection_of
+from ._oauth import OAuthResource
 from ._ops import OpsRoutes, serve_asgi
 from ._options import LOOPBACK_NAMES, is_loopback
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    import trio
     from mcp.server.context import ServerRequestContext
     from starlette.types import ASGIApp
 
@@ -50,6 +53,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MCP_PATH",
+    "BearerAuth",
+    "authentication",
     "http_adapter",
     "http_app",
     "http_bind",
@@ -93,6 +98,60 @@ class _StaticTokens:
         return match
 
 
+_NO_VALID_TOKEN: Final = AuthRefusal(
+    401,
+    "a valid bearer token is required: send 'Authorization: Bearer <token>'",
+    (("WWW-Authenticate", 'Bearer realm="mcp"'),),
+)
+
+
+def _bearer(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` value, exactly as sent; else None."""
+    if authorization is None or not authorization.lower().startswith("bearer "):
+        return None
+    return authorization[len("bearer ") :] or None
+
+
+@final
+class BearerAuth:
+    """The gate's `Authenticator`: the operator's static tokens first, then OAuth.
+
+    A token that is one of the static tokens is that, with its tenant; any
+    other is checked as an OAuth access token when `oauth` is set, and refused
+    otherwise. As a `TokenVerifier` (`verify_token`) it tells the operator's
+    routes (``/metrics``) who a token is.
+    """
+
+    def __init__(self, tokens: Mapping[str, str | None], oauth: OAuthResource | None) -> None:
+        self._static = _StaticTokens(tokens) if tokens else None
+        self.oauth: Final = oauth
+        """The OAuth side, when an issuer is configured."""
+
+    async def authenticate(self, authorization: str | None) -> AccessToken | AuthRefusal:
+        """The token's `AccessToken` from an ``Authorization`` value, or the refusal."""
+        token = _bearer(authorization)
+        if token is not None and self._static is not None:
+            static = await self._static.verify_token(token)
+            if static is not None:
+                return static
+        if self.oauth is not None:
+            return await self.oauth.authenticate(token)
+        return _NO_VALID_TOKEN
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The `AccessToken` for `token`, or ``None`` when it is refused (SDK's TokenVerifier)."""
+        verdict = await self.authenticate(f"Bearer {token}")
+        return verdict if isinstance(verdict, AccessToken) else None
+
+
+def authentication(options: ServeOptions) -> BearerAuth | None:
+    """What checks the bearer tokens of a server with `options`; None when nothing does."""
+    if not options.tokens and options.oauth is None:
+        return None
+    oauth = None if options.oauth is None else OAuthResource(options.oauth)
+    return BearerAuth(options.tokens, oauth)
+
+
 def identify_http_caller(
     ctx: ServerRequestContext[Any, Any], *, token_required: bool = False
 ) -> Caller:
@@ -122,7 +181,7 @@ def http_adapter(
 ) -> McpAdapter:
     """The adapter an HTTP endpoint serves `runtime` with: callers told apart by their
     token and ``Mcp-Session-Id``, and each HTTP session's own session ended when it closes."""
-    identify = functools.partial(identify_http_caller, token_required=bool(options.tokens))
+    identify = functools.partial(identify_http_caller, token_required=options.authenticates)
     return McpAdapter(
         runtime,
         identify=identify,
@@ -165,6 +224,7 @@ def http_app(
     refusals: RefusalLog | None = None,
     *,
     beside: Callable[[ASGIApp], ASGIApp] | None = None,
+    auth: BearerAuth | None = None,
 ) -> ASGIApp:
     """The ASGI app: the SDK's Streamable HTTP app at `MCP_PATH`, behind the gate and `Front`.
 
@@ -179,6 +239,10 @@ def http_app(
 
     `beside` wraps the gated app in routes of its own (the operator's
     ``/healthz``, ``/readyz``, ``/metrics``), which `Front` guards too.
+
+    Tokens are checked by `auth`, or else by what `authentication` builds
+    from `options`; with OAuth, the RFC 9728 metadata document is served in
+    front of the gate, to clients without a token.
     """
     assert options.http is not None
     refusals = RefusalLog() if refusals is None else refusals
@@ -193,13 +257,16 @@ def http_app(
         transport_security=_NO_SDK_HOST_CHECK,
         host=options.http[0],
     )
+    auth = authentication(options) if auth is None else auth
     gated: ASGIApp = Gate(
         SessionScopes(app, events),
-        tokens=_StaticTokens(options.tokens) if options.tokens else None,
+        auth=auth,
         max_body=options.max_request_bytes,
         sessions=sessions,
         refusals=refusals,
     )
+    if auth is not None and auth.oauth is not None:
+        gated = auth.oauth.routes(gated, MCP_PATH)
     return Front(
         gated if beside is None else beside(gated),
         bind_host=options.http[0],
@@ -225,12 +292,13 @@ async def serve_http(
     """Serve Streamable HTTP with hypercorn until `stop`; print where it listens.
 
     ``/healthz`` and ``/readyz`` (`readiness`) are served beside `MCP_PATH`,
-    and ``/metrics`` when `metrics` is given, behind the MCP tokens.
+    and ``/metrics`` when `metrics` is given, behind the MCP tokens. With
+    OAuth, the issuer's keys are fetched as the server starts.
     """
     assert options.http is not None
     host, port = options.http
     if not is_loopback(host):
-        if options.tokens:
+        if options.authenticates:
             logger.warning(
                 "serving plain HTTP on %s: tokens travel unencrypted; use a TLS proxy", host
             )
@@ -239,16 +307,22 @@ async def serve_http(
                 "serving on %s WITHOUT tokens (--insecure): anyone can use any session", host
             )
     refusals = RefusalLog()
-    tokens = _StaticTokens(options.tokens) if options.tokens else None
+    auth = authentication(options)
     app = http_app(
         adapter,
         options,
         refusals,
-        beside=lambda gated: OpsRoutes(gated, readiness, metrics, tokens),
+        beside=lambda gated: OpsRoutes(gated, readiness, metrics, auth),
+        auth=auth,
     )
     try:
         announce = f"mcp-actors: listening on {{}}{MCP_PATH}"
         bind = http_bind(host, port)
-        await serve_asgi(app, bind, stop, announce, grace=_HTTP_CLOSE_GRACE, flag="--http")
+        async with trio.open_nursery() as nursery:
+            if auth is not None and auth.oauth is not None:
+                # In the background: an issuer that is down must not hold the listener up.
+                nursery.start_soon(auth.oauth.prefetch)
+            await serve_asgi(app, bind, stop, announce, grace=_HTTP_CLOSE_GRACE, flag="--http")
+            nursery.cancel_scope.cancel()
     finally:
         refusals.flush()

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ..store import Creation
+    from ._oauth import OAuthSettings
 
 __all__ = [
     "DEFAULT_MODULES",
@@ -94,6 +95,9 @@ class ServeOptions:
     """``(host, port)`` to serve Streamable HTTP on; ``None`` serves stdio."""
     tokens: Mapping[str, str | None] = attrs.field(factory=dict)
     """Bearer token → the tenant it is bound to (``None``: any session). HTTP only."""
+    oauth: OAuthSettings | None = None
+    """Accept OAuth access tokens (JWTs) of an issuer besides `tokens`, their tenant
+    from a claim (the ``oauth`` extra). HTTP only."""
     allow_origins: tuple[str, ...] = ()
     """Browser origins allowed besides loopback ones. HTTP only."""
     allow_hosts: tuple[str, ...] = ()
@@ -103,7 +107,7 @@ class ServeOptions:
     """Addresses or networks (``10.0.0.0/8``) of reverse proxies whose ``X-Forwarded-For``
     and ``X-Forwarded-Proto`` are believed; from anyone else they are ignored. HTTP only."""
     insecure: bool = False
-    """Allow a non-loopback bind without tokens."""
+    """Allow a non-loopback bind without tokens or OAuth."""
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     """The largest JSON-RPC message accepted: a stdio line or an HTTP body."""
     unsafe_shared_exec: bool = False
@@ -166,26 +170,42 @@ class ServeOptions:
         if self.http is None:
             if (
                 self.tokens
+                or self.oauth is not None
                 or self.allow_origins
                 or self.insecure
                 or self.allow_hosts
                 or self.trusted_proxies
             ):
                 msg = (
-                    "--token, --tokens-file, --allow-origin, --allow-host, --trusted-proxy and "
-                    "--insecure apply to --http only"
+                    "--token, --tokens-file, --oauth-issuer, --allow-origin, --allow-host, "
+                    "--trusted-proxy and --insecure apply to --http only"
                 )
                 raise ConfigurationError(msg)
             return
         self._check_proxy_options()
+        self._check_oauth()
         host = self.http[0]
-        if not is_loopback(host) and not self.tokens and not self.insecure:
+        if not is_loopback(host) and not self.authenticates and not self.insecure:
             msg = (
                 f"refusing to serve on {host} without tokens: anyone who can reach it could use "
-                "every session; add --token or --tokens-file, or --insecure on a trusted network"
+                "every session; add --token, --tokens-file or --oauth-issuer, or --insecure on "
+                "a trusted network"
             )
             raise ConfigurationError(msg)
         self._check_shared_exec()
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether HTTP clients need a bearer token: static `tokens`, or `oauth`."""
+        return bool(self.tokens) or self.oauth is not None
+
+    def _check_oauth(self) -> None:
+        if self.oauth is None:
+            return
+        try:
+            self.oauth.check()
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
 
     def _check_session(self) -> None:
         if self.session is None:
@@ -287,11 +307,13 @@ class ServeOptions:
         A program the workspace runs acts as the server's user: it can read the
         tokens file or ``/proc/<ppid>/cmdline``, take a gateway token, and reach
         every tenant's sessions. Without tokens, every local user could run programs
-        as the server's user.
+        as the server's user. OAuth tokens bound to tenants count as tenant tokens.
         """
         if not self.allow_exec or self.unsafe_shared_exec:
             return
         tenants = sorted({tenant for tenant in self.tokens.values() if tenant is not None})
+        if self.oauth is not None and self.oauth.tenant_claim is not None:
+            tenants.append(f"OAuth claim {self.oauth.tenant_claim!r}")
         if tenants:
             msg = (
                 f"refusing --allow-exec next to tenant tokens ({', '.join(tenants)}): a program "
@@ -300,7 +322,7 @@ class ServeOptions:
                 "--unsafe-shared-exec to accept that"
             )
             raise ConfigurationError(msg)
-        if not self.tokens:
+        if not self.authenticates:
             msg = (
                 "refusing --allow-exec over HTTP without tokens: any local user could run "
                 "programs as this server's user; add gateway tokens (--token TOKEN), or pass "

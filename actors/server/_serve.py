@@ -15,7 +15,9 @@ Transports
 
 Tokens and tenants
 ------------------
-Operators configure static bearer tokens, each optionally bound to a tenant.
+Operators configure static bearer tokens, each optionally bound to a tenant,
+or an OAuth issuer whose access tokens name their tenant in a claim
+(`actors.server._oauth`), or both.
 A token bound to tenant ``T`` may address only the sessions ``T`` and
 ``T/…`` (see `protocol.Caller` for the default session a call without one gets).
 A token bound to no tenant is a trusted gateway and may address any session,
@@ -299,8 +301,10 @@ async def serve(options: ServeOptions, *, backend: Backend = local_runtime) -> N
             ):
                 logger.info("modules: %s", ", ".join(runtime.registry.modules))
                 logger.info("state: %s", store.url)
-                if options.http is not None:
+                if options.http is not None and (options.tokens or options.oauth is None):
                     logger.info("tokens: %s", describe_tokens(options.tokens))
+                if options.oauth is not None:
+                    logger.info("oauth: %s", options.oauth.describe())
                 stdio_session = _stdio_session(options)
                 logger.info("calls that name no session: %s", _session_rule(options, stdio_session))
                 adapter = _adapter(runtime, options, observer, stdio_session)
