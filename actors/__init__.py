@@ -18,6 +18,12 @@ check_protocol_package()  # before anything imports `protocol`: a user's protoco
 
 from ._blocking import BlockingRuntime as BlockingRuntime
 from ._blocking import open_blocking_runtime as open_blocking_runtime
+from ._client import Answer as Answer
+from ._client import Ask as Ask
+from ._client import Asker as Asker
+from ._client import CannotAskError as CannotAskError
+from ._client import Log as Log
+from ._client import LogMessage as LogMessage
 from ._durable import Durable as Durable
 from ._durable import StateLoadError as StateLoadError
 from ._error_result import error_result as error_result
@@ -25,11 +31,14 @@ from ._errors import ActorCrashedError as ActorCrashedError
 from ._errors import ArgumentsError as ArgumentsError
 from ._errors import CallTimeoutError as CallTimeoutError
 from ._errors import CapacityError as CapacityError
+from ._errors import HandlerError as HandlerError
 from ._errors import RuntimeCallError as RuntimeCallError
 from ._errors import RuntimeClosedError as RuntimeClosedError
 from ._errors import SessionEndingError as SessionEndingError
 from ._errors import StateUnreadableError as StateUnreadableError
 from ._errors import ToolError as ToolError
+from ._errors import UnknownPromptError as UnknownPromptError
+from ._errors import UnknownResourceError as UnknownResourceError
 from ._errors import UnknownToolError as UnknownToolError
 from ._guest import AsyncioRuntime as AsyncioRuntime
 from ._guest import open_asyncio_runtime as open_asyncio_runtime
@@ -42,13 +51,22 @@ from ._observe import StopReason as StopReason
 from ._observe import outcome_of as outcome_of
 from ._prepare import PreparedCall as PreparedCall
 from ._prepare import prepare_call as prepare_call
+from ._prepare import prepare_completion as prepare_completion
+from ._prepare import prepare_prompt as prepare_prompt
+from ._prepare import prepare_read as prepare_read
 from ._progress import Progress as Progress
 from ._progress import ProgressReport as ProgressReport
 from ._registry import Registry as Registry
+from ._resources import Completion as Completion
+from ._resources import Completions as Completions
+from ._resources import Prompt as Prompt
+from ._resources import PromptArgument as PromptArgument
+from ._resources import Resource as Resource
 from ._runtime import ActorInfo as ActorInfo
 from ._runtime import Runtime as Runtime
 from ._runtime import RuntimeConfig as RuntimeConfig
 from ._runtime import RuntimeStatistics as RuntimeStatistics
+from ._runtime import Watcher as Watcher
 from ._runtime import open_runtime as open_runtime
 from ._schema import Signature as Signature
 
@@ -58,19 +76,31 @@ __version__: str = _package_version()
 __all__ = [
     "ActorCrashedError",
     "ActorInfo",
+    "Answer",
     "ArgumentsError",
+    "Ask",
+    "Asker",
     "AsyncioRuntime",
     "BlockingRuntime",
     "CallRecord",
     "CallTimeoutError",
+    "CannotAskError",
     "CapacityError",
+    "Completion",
+    "Completions",
     "Durable",
+    "HandlerError",
+    "Log",
+    "LogMessage",
     "Observer",
     "Observers",
     "PreparedCall",
     "Progress",
     "ProgressReport",
+    "Prompt",
+    "PromptArgument",
     "Registry",
+    "Resource",
     "Runtime",
     "RuntimeCallError",
     "RuntimeClosedError",
@@ -84,7 +114,10 @@ __all__ = [
     "Tool",
     "ToolError",
     "ToolModule",
+    "UnknownPromptError",
+    "UnknownResourceError",
     "UnknownToolError",
+    "Watcher",
     "__version__",
     "error_result",
     "open_asyncio_runtime",
@@ -92,4 +125,7 @@ __all__ = [
     "open_runtime",
     "outcome_of",
     "prepare_call",
+    "prepare_completion",
+    "prepare_prompt",
+    "prepare_read",
 ]

@@ -17,11 +17,14 @@ __all__ = [
     "ArgumentsError",
     "CallTimeoutError",
     "CapacityError",
+    "HandlerError",
     "RuntimeCallError",
     "RuntimeClosedError",
     "SessionEndingError",
     "StateUnreadableError",
     "ToolError",
+    "UnknownPromptError",
+    "UnknownResourceError",
     "UnknownToolError",
 ]
 
@@ -32,6 +35,27 @@ class RuntimeCallError(Exception):
 
 class UnknownToolError(RuntimeCallError, LookupError):
     """The tool name matches no enabled tool (or more than one)."""
+
+
+class UnknownResourceError(RuntimeCallError, LookupError):
+    """The URI matches no resource and no resource template."""
+
+    def __init__(self, message: str, uri: str) -> None:
+        super().__init__(message)
+        self.uri = uri
+        """The URI asked for."""
+
+
+class UnknownPromptError(RuntimeCallError, LookupError):
+    """The name matches no prompt."""
+
+
+class HandlerError(RuntimeCallError):
+    """A resource, prompt or completion handler failed; the message is its error text.
+
+    A tool's failure is an error result the model reads; these have no such
+    result, so the reader gets this (over MCP, a JSON-RPC error).
+    """
 
 
 class ArgumentsError(RuntimeCallError, ValueError):

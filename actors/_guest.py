@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from protocol import Caller, CallResult
 
     from ._blocking import Opening
+    from ._client import Asker, LogMessage
     from ._module import ToolModule
     from ._observe import Observer
     from ._prepare import PreparedCall, Route
@@ -406,16 +407,25 @@ class AsyncioRuntime:
         return self._runtime.prepare(params, caller=caller)
 
     async def run(
-        self, call: PreparedCall, *, progress: Callable[[ProgressReport], None] | None = None
+        self,
+        call: PreparedCall,
+        *,
+        progress: Callable[[ProgressReport], None] | None = None,
+        log: Callable[[LogMessage], None] | None = None,
+        ask: Asker | None = None,
     ) -> CallResult:
         """`Runtime.run`: run a prepared call on its key's actor, in the trio run.
 
-        `progress` is called in the trio run, on this loop's thread.
+        `progress` and `log` are called in the trio run, on this loop's
+        thread. Questions cannot cross from trio to this loop: `ask` is not
+        used, and a tool that asks gets CannotAskError.
         """
+        del ask
         self._guest.check_open()
-        work = functools.partial(self._runtime.run, call, progress=progress)
+        work = functools.partial(self._runtime.run, call, progress=progress, log=log)
         # The direct submission carries no listener: a call that reports takes the task.
-        return await self._guest.run(work, call.route, call if progress is None else None)
+        listens = progress is not None or log is not None
+        return await self._guest.run(work, call.route, None if listens else call)
 
     async def end_session(self, session_id: str) -> int:
         """`Runtime.end_session`: stop the session's actors, delete its stored state."""

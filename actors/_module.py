@@ -49,17 +49,39 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final, overload
 
 import attrs
-import cattrs
 
-from protocol import BackendType, CallResult, Scope, ServiceInfo, TextContent, ToolContext
+from protocol import (
+    AudioContent,
+    BackendType,
+    CallResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    Scope,
+    ServiceInfo,
+    TextContent,
+    ToolContext,
+)
 
+from ._client import Ask, Log
 from ._progress import Progress
-from ._schema import Signature, output_schema_of, signature_of
+from ._resources import (
+    Completion,
+    Prompt,
+    PromptArgument,
+    Resource,
+    completion_values,
+    prompt_result,
+    resource_result,
+)
+from ._schema import Signature, output_schema_of, signature_of, structured_data
+from ._uri_template import UriTemplate
 
 if TYPE_CHECKING:
     from ._durable import Durable
@@ -70,7 +92,10 @@ StateT = TypeVar("StateT")
 HandlerT = TypeVar("HandlerT", bound=Callable[..., Any])
 
 _NAME: Final = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
-_RESULTS: Final = cattrs.Converter()
+_CONTENT_ITEMS: Final = (TextContent, ImageContent, AudioContent, EmbeddedResource, ResourceLink)
+URI_ARGUMENT: Final = "resource uri"
+"""The key under which a resource read's arguments carry the URI read (no parameter can
+have this name, so it never reaches a handler)."""
 
 
 def _check_name(kind: str, name: str) -> None:
@@ -85,20 +110,23 @@ def _check_name(kind: str, name: str) -> None:
 def to_call_result(value: object, tool: str) -> CallResult:
     """Turn what a handler returned into a CallResult.
 
-    ``str`` → text; a mapping or an attrs instance → data with a JSON text
-    rendering; a CallResult as it is. Anything else is a programming error.
+    ``str`` → text; a content item (`ImageContent`, `EmbeddedResource`…) →
+    that item; a mapping, an attrs instance or a pydantic model → data with a
+    JSON text rendering; a CallResult as it is. Anything else is a
+    programming error.
     """
     if type(value) is CallResult:
         return value
     if isinstance(value, str):
         return CallResult.text(value)
-    if isinstance(value, Mapping):
-        return CallResult.data(value)
-    if attrs.has(type(value)):
-        return CallResult.data(_RESULTS.unstructure(value))
+    if isinstance(value, _CONTENT_ITEMS):
+        return CallResult.of(value)
+    data = structured_data(value)
+    if data is not None:
+        return CallResult.data(data)
     msg = (
-        f"handler of {tool!r} returned {type(value).__name__}; return a str, a mapping, "
-        "an attrs instance or a CallResult"
+        f"handler of {tool!r} returned {type(value).__name__}; return a str, a content item, "
+        "a mapping, an attrs instance, a pydantic model or a CallResult"
     )
     raise TypeError(msg)
 
@@ -123,8 +151,11 @@ class Tool:
 
     @functools.cached_property
     def full_name(self) -> str:
-        """``module__tool``, the name listed to clients (made once: observers read it per call)."""
-        return f"{self.module.name}__{self.name}"
+        """``module__tool``, the name listed to clients (made once: observers read it per call).
+
+        The bare base name in a module declared ``namespaced=False``.
+        """
+        return f"{self.module.name}__{self.name}" if self.module.namespaced else self.name
 
     is_async: bool
     """Whether the handler is a coroutine function (decided once, at registration)."""
@@ -146,6 +177,14 @@ class Tool:
     ``None`` when not declared."""
     output_schema: Mapping[str, Any] | None = None
     """The JSON Schema of the structured data the tool returns; ``None`` when it returns none."""
+    declared_schema: Mapping[str, Any] | None = None
+    """The input schema the tool declared (``input_schema=``) to list instead of the derived one."""
+
+    @property
+    def input_schema(self) -> Mapping[str, Any]:
+        """The JSON Schema listed for the arguments: the declared one, or the derived one."""
+        declared = self.declared_schema
+        return self.signature.input_schema if declared is None else declared
 
     def invoke(
         self,
@@ -153,18 +192,27 @@ class Tool:
         context: ToolContext,
         arguments: dict[str, Any],
         progress: Progress | None = None,
+        log: Log | None = None,
+        ask: Ask | None = None,
     ) -> Any:
         """Call the handler; returns its result, or a coroutine when `is_async`.
 
-        `progress` is the call's reporter, for a handler that takes one; a
-        reporter to nobody when None.
+        `progress`, `log` and `ask` are the call's channels to its client, for
+        a handler that takes them; when None, a reporter and a log to nobody,
+        and an `Ask` that cannot ask.
         """
         signature = self.signature
+        if not signature.injects:
+            return self.handler(state, **arguments)
+        arguments = dict(arguments)
         if signature.context_parameter is not None:
-            arguments = {**arguments, signature.context_parameter: context}
+            arguments[signature.context_parameter] = context
         if signature.progress_parameter is not None:
-            reporter = Progress() if progress is None else progress
-            arguments = {**arguments, signature.progress_parameter: reporter}
+            arguments[signature.progress_parameter] = Progress() if progress is None else progress
+        if signature.log_parameter is not None:
+            arguments[signature.log_parameter] = Log() if log is None else log
+        if signature.ask_parameter is not None:
+            arguments[signature.ask_parameter] = Ask() if ask is None else ask
         return self.handler(state, **arguments)
 
     def result_of(self, value: object) -> CallResult:
@@ -193,7 +241,14 @@ class ToolModule(Generic[StateT]):
     """Run the state's ``heal()`` hook, if it has one, before every call."""
     durable: Durable[StateT] | None = None
     """How the state is stored, for a module whose state survives its actor; see `Durable`."""
+    namespaced: bool = True
+    """Whether its tools and prompts are listed as ``module__name`` (the default) or by their
+    bare names, which must then be nobody else's (``namespaced=False``)."""
     _tools: dict[str, Tool] = attrs.field(factory=dict, init=False)
+    _resources: dict[str, Resource] = attrs.field(factory=dict, init=False)
+    _prompts: dict[str, Prompt] = attrs.field(factory=dict, init=False)
+    _completions: list[Completion] = attrs.field(factory=list, init=False)
+    _names: dict[str, str] = attrs.field(factory=dict, init=False)  # name -> what it names
 
     @name.validator
     def _check_module_name(self, _attribute: object, value: str) -> None:
@@ -220,6 +275,8 @@ class ToolModule(Generic[StateT]):
         handler: HandlerT,
         /,
         *,
+        name: str | None = None,
+        description: str | None = None,
         heavy: bool = False,
         read_only: bool = False,
         title: str | None = None,
@@ -227,6 +284,7 @@ class ToolModule(Generic[StateT]):
         idempotent: bool | None = None,
         open_world: bool | None = None,
         structured: type[Any] | None = None,
+        input_schema: Mapping[str, Any] | None = None,
     ) -> HandlerT: ...
 
     @overload
@@ -234,6 +292,8 @@ class ToolModule(Generic[StateT]):
         self,
         /,
         *,
+        name: str | None = None,
+        description: str | None = None,
         heavy: bool = False,
         read_only: bool = False,
         title: str | None = None,
@@ -241,6 +301,7 @@ class ToolModule(Generic[StateT]):
         idempotent: bool | None = None,
         open_world: bool | None = None,
         structured: type[Any] | None = None,
+        input_schema: Mapping[str, Any] | None = None,
     ) -> Callable[[HandlerT], HandlerT]: ...
 
     def tool(
@@ -248,6 +309,8 @@ class ToolModule(Generic[StateT]):
         handler: Callable[..., Any] | None = None,
         /,
         *,
+        name: str | None = None,
+        description: str | None = None,
         heavy: bool = False,
         read_only: bool = False,
         title: str | None = None,
@@ -255,11 +318,18 @@ class ToolModule(Generic[StateT]):
         idempotent: bool | None = None,
         open_world: bool | None = None,
         structured: type[Any] | None = None,
+        input_schema: Mapping[str, Any] | None = None,
     ) -> Callable[..., Any]:
         """Register a handler as a tool named after the function; its docstring describes it.
 
         Use it bare, ``@module.tool``, or with declarations about the tool,
         ``@module.tool(heavy=True)`` (also ``module.tool(handler, heavy=True)``):
+
+        * ``name`` -- the tool's name instead of the function's, lowercase
+          snake_case like it; clients call it ``module__name``.
+        * ``description`` -- what the tool does, instead of the docstring. MCP
+          hosts show it to the model, which picks tools by it, so a handler
+          with neither is refused.
 
         * ``heavy`` -- the sync handler may compute for long, so it runs in a
           worker thread rather than on the event loop. Refused for an async
@@ -287,9 +357,15 @@ class ToolModule(Generic[StateT]):
           of the data in the `CallResult` the handler returns; it becomes the
           tool's ``outputSchema``. A handler annotated to return an attrs class,
           a TypedDict or a mapping needs none: its annotation is the schema.
+        * ``input_schema`` -- the JSON Schema to list for the arguments instead
+          of the one derived from the annotations, for a client that needs a
+          particular form (``$defs``, a ``$schema``, descriptions). It must name
+          the same arguments; the annotations still check every call.
         """
         options = functools.partial(
             self._register,
+            name=name,
+            description=description,
             heavy=heavy,
             read_only=read_only,
             title=title,
@@ -297,6 +373,7 @@ class ToolModule(Generic[StateT]):
             idempotent=idempotent,
             open_world=open_world,
             structured=structured,
+            input_schema=input_schema,
         )
         return options if handler is None else options(handler)
 
@@ -304,6 +381,8 @@ class ToolModule(Generic[StateT]):
         self,
         handler: HandlerT,
         *,
+        name: str | None,
+        description: str | None,
         heavy: bool,
         read_only: bool,
         title: str | None,
@@ -311,13 +390,13 @@ class ToolModule(Generic[StateT]):
         idempotent: bool | None,
         open_world: bool | None,
         structured: type[Any] | None,
+        input_schema: Mapping[str, Any] | None,
     ) -> HandlerT:
-        name = handler.__name__
-        _check_name("tool", name)
-        if name in self._tools:
-            msg = f"module {self.name!r} already has a tool named {name!r}"
-            raise ValueError(msg)
+        name = self._new_name("tool", handler, name)
         where = f"tool {name!r} of module {self.name!r}"
+        description = _described(
+            where, handler, description, "what the tool does", "the model, which picks tools by it"
+        )
         is_async = inspect.iscoroutinefunction(handler)
         if heavy and is_async:
             msg = (
@@ -327,12 +406,14 @@ class ToolModule(Generic[StateT]):
             )
             raise TypeError(msg)
         _check_hints(where, read_only, title, destructive=destructive, idempotent=idempotent)
+        signature = signature_of(handler)
+        _check_asking(where, signature, is_async)
         self._tools[name] = Tool(
             module=self,
             name=name,
-            description=inspect.cleandoc(handler.__doc__ or ""),
+            description=description,
             handler=handler,
-            signature=signature_of(handler),
+            signature=signature,
             service=ServiceInfo(self.name, name, BackendType.BUILTIN),
             is_async=is_async,
             heavy=heavy,
@@ -342,8 +423,367 @@ class ToolModule(Generic[StateT]):
             idempotent=idempotent,
             open_world=open_world,
             output_schema=output_schema_of(handler, structured),
+            declared_schema=_declared_schema(where, input_schema, signature),
         )
+        self._names[name] = "tool"
         return handler
+
+    def _new_name(self, kind: str, handler: Callable[..., Any], name: str | None) -> str:
+        """`name`, or the handler's; refused unless snake_case and new in this module.
+
+        Nothing is recorded: a declaration that fails later changes nothing.
+        """
+        if name is None:
+            name = getattr(handler, "__name__", None)
+            if name is None:
+                msg = f"{handler!r} has no __name__ to name its {kind} after; pass name="
+                raise TypeError(msg)
+        _check_name(kind, name)
+        taken = self._names.get(name)
+        if taken is not None:
+            msg = f"module {self.name!r} already has a {taken} named {name!r}"
+            if taken != kind:
+                msg += f"; a module's tools, resources, prompts share names: rename the {kind}"
+            raise ValueError(msg)
+        return name
+
+    # ---- resources, prompts, completions --------------------------------------
+
+    @property
+    def namespaced_name(self) -> str:
+        """The prefix of the names this module lists: ``module__``, or nothing."""
+        return f"{self.name}__" if self.namespaced else ""
+
+    @property
+    def resources(self) -> Mapping[str, Resource]:
+        """The module's resources and resource templates by base name."""
+        return self._resources
+
+    @property
+    def prompts(self) -> Mapping[str, Prompt]:
+        """The module's prompts by base name."""
+        return self._prompts
+
+    @property
+    def completions(self) -> tuple[Completion, ...]:
+        """The module's completions, in declaration order."""
+        return tuple(self._completions)
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        heavy: bool = False,
+    ) -> Callable[[HandlerT], HandlerT]:
+        """Declare a resource (a fixed `uri`) or a resource template (a `uri` with ``{variables}``).
+
+        The handler reads the state of the caller's key, in its actor's turn,
+        and never changes it (a durable module does not write after it); its
+        parameters after the state are the template's variables, each of a
+        type that travels as a string (``str``, ``UUID``, ``date``, a
+        string ``Literal``…), plus an optional `ToolContext`. It returns the
+        contents: ``str``, ``bytes``, JSON data, `ResourceContents` (see
+        `actors._resources`). `mime_type` is the contents' media type
+        (``text/plain`` for text, ``application/octet-stream`` for bytes and
+        ``application/json`` for data unless declared). `name` and
+        `description` default to the handler's name and docstring; `heavy`
+        runs a sync handler in a worker thread, as for tools.
+        """
+        template = UriTemplate.parse(uri)
+
+        def declare(handler: HandlerT) -> HandlerT:
+            base = self._new_name("resource", handler, name)
+            where = f"resource {uri!r} of module {self.name!r}"
+            text = _described(where, handler, description, "what the resource holds")
+            if title is not None and not title.strip():
+                msg = f"{where}: title must not be blank; leave it out to show the name"
+                raise ValueError(msg)
+            convert = functools.partial(resource_result, mime_type=mime_type, where=where)
+            operation = self._operation(base, text, handler, heavy, where, convert, reads_uri=True)
+            arguments = tuple(operation.signature.input_schema.get("properties", {}))
+            if set(arguments) != set(template.variables):
+                msg = (
+                    f"{where}: the handler's arguments ({', '.join(arguments) or 'none'}) must "
+                    f"be the template's variables ({', '.join(template.variables) or 'none'})"
+                )
+                raise TypeError(msg)
+            _check_string_arguments(where, operation.signature, "a URI variable")
+            self._resources[base] = Resource(template, title, text, mime_type, operation)
+            self._names[base] = "resource"
+            return handler
+
+        return declare
+
+    @overload
+    def prompt(self, handler: HandlerT, /) -> HandlerT: ...
+
+    @overload
+    def prompt(
+        self,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+    ) -> Callable[[HandlerT], HandlerT]: ...
+
+    def prompt(
+        self,
+        handler: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+    ) -> Callable[..., Any]:
+        """Declare a prompt: messages a host offers its user, built from arguments and the state.
+
+        The handler's parameters after the state are the prompt's arguments,
+        each of a type that travels as a string (``str``, ``str | None =
+        None``, a string ``Literal``…), checked like a tool's; a parameter with
+        a default is optional. It returns the messages: ``str`` (one user
+        message), content items, `PromptMessage` objects, or a `PromptResult`.
+        It reads the state in its actor's turn and never changes it. Listed as
+        ``module__name`` (bare in a module not namespaced).
+        """
+
+        def declare(handler: HandlerT) -> HandlerT:
+            base = self._new_name("prompt", handler, name)
+            where = f"prompt {base!r} of module {self.name!r}"
+            text = _described(where, handler, description, "what the prompt is for")
+            if title is not None and not title.strip():
+                msg = f"{where}: title must not be blank; leave it out to show the name"
+                raise ValueError(msg)
+            convert = functools.partial(prompt_result, description=text, where=where)
+            operation = self._operation(base, text, handler, False, where, convert)
+            _check_string_arguments(where, operation.signature, "a prompt argument")
+            arguments = _prompt_arguments(operation.signature.input_schema)
+            self._prompts[base] = Prompt(title, text, arguments, operation)
+            self._names[base] = "prompt"
+            return handler
+
+        return declare if handler is None else declare(handler)
+
+    def completion(self, target: str, argument: str) -> Callable[[HandlerT], HandlerT]:
+        """Declare how to complete `argument` of the prompt or resource template `target`.
+
+        `target` is a prompt's base name or a resource template's URI template,
+        declared on this module before. The handler takes the state and the
+        text typed so far (its one argument, a ``str``; a `ToolContext` too if
+        it likes) and returns suggestions, an iterable of ``str`` (the first
+        100 are sent). It reads the state of the caller's key in its actor's
+        turn. An argument whose type lists its values (a ``Literal``, an
+        Enum) is completed from them without a declaration.
+        """
+
+        def declare(handler: HandlerT) -> HandlerT:
+            where = f"completion of {argument!r} of {target!r} in module {self.name!r}"
+            self._check_completion_target(where, target, argument)
+            base = self._new_name("completion", handler, None)
+            operation = self._operation(
+                base,
+                where,
+                handler,
+                False,
+                where,
+                functools.partial(completion_values, where=where),
+            )
+            properties = dict(operation.signature.input_schema.get("properties", {}))
+            if len(properties) != 1:
+                msg = f"{where}: the handler takes one argument, the text typed so far"
+                raise TypeError(msg)
+            _check_string_arguments(where, operation.signature, "the text typed so far")
+            self._completions.append(Completion(target, argument, operation))
+            self._names[base] = "completion"
+            return handler
+
+        return declare
+
+    def _check_completion_target(self, where: str, target: str, argument: str) -> None:
+        if "://" in target:
+            declared = {r.template.text: r.template.variables for r in self._resources.values()}
+        else:
+            declared = {
+                base: tuple(a.name for a in prompt.arguments)
+                for base, prompt in self._prompts.items()
+            }
+        if target not in declared:
+            msg = f"{where}: declare the prompt or resource template {target!r} first"
+            raise ValueError(msg)
+        if argument not in declared[target]:
+            known = ", ".join(declared[target]) or "none"
+            msg = f"{where}: {target!r} has no argument {argument!r} (it has: {known})"
+            raise ValueError(msg)
+        if any(c.target == target and c.argument == argument for c in self._completions):
+            msg = f"{where}: it is declared already"
+            raise ValueError(msg)
+
+    def _operation(
+        self,
+        name: str,
+        description: str,
+        handler: Callable[..., Any],
+        heavy: bool,
+        where: str,
+        convert: Callable[..., CallResult],
+        *,
+        reads_uri: bool = False,
+    ) -> Tool:
+        """The hidden read-only operation that runs `handler` on a key's actor, never listed.
+
+        `convert` turns what the handler returns into the result; with
+        `reads_uri`, it is also given the URI read (``uri=``).
+        """
+        is_async = inspect.iscoroutinefunction(handler)
+        if heavy and is_async:
+            msg = f"{where}: heavy=True is for sync handlers, but this one is async"
+            raise TypeError(msg)
+        signature = signature_of(handler)
+        injected = (signature.progress_parameter, signature.log_parameter, signature.ask_parameter)
+        if any(parameter is not None for parameter in injected):
+            msg = (
+                f"{where}: only a tool's handler may take Progress, Log or Ask: a host "
+                "reads resources, prompts and completions with no user waiting on them"
+            )
+            raise TypeError(msg)
+        return Tool(
+            module=self,
+            name=name,
+            description=description,
+            handler=_converting(handler, convert, is_async=is_async, reads_uri=reads_uri),
+            signature=signature,
+            service=ServiceInfo(self.name, name, BackendType.BUILTIN),
+            is_async=is_async,
+            heavy=heavy,
+            read_only=True,
+        )
+
+
+def _described(
+    where: str,
+    handler: Callable[..., Any],
+    description: str | None,
+    says: str,
+    shown_to: str = "the user and the model, who pick by it",
+) -> str:
+    """`description`, or the handler's docstring; refused when blank or missing."""
+    if description is not None and not description.strip():
+        msg = f"{where}: description must not be blank; say {says}"
+        raise ValueError(msg)
+    text = inspect.cleandoc((handler.__doc__ or "") if description is None else description)
+    if not text.strip():
+        # Hosts show it to the model or the user, who pick by it: an empty one is a bug.
+        msg = (
+            f"{where}: it has no description; add a docstring saying {says}, or pass "
+            f"description= (MCP hosts show it to {shown_to})"
+        )
+        raise TypeError(msg)
+    return text
+
+
+def _declared_schema(
+    where: str, schema: Mapping[str, Any] | None, signature: Signature
+) -> Mapping[str, Any] | None:
+    """A declared input schema, refused unless it is a JSON object schema naming the arguments.
+
+    The handler's annotations still check every call: the declared schema
+    only replaces what is listed, so it must name the same arguments.
+    """
+    if schema is None:
+        return None
+    try:
+        copied = json.loads(json.dumps(schema))
+    except (TypeError, ValueError) as exc:
+        msg = f"{where}: input_schema= must be JSON data: {exc}"
+        raise TypeError(msg) from None
+    if not isinstance(copied, dict) or copied.get("type") != "object":
+        msg = f'{where}: input_schema= must be a JSON Schema object: {{"type": "object", ...}}'
+        raise ValueError(msg)
+    declared = set(copied.get("properties", {}))
+    derived = set(signature.input_schema.get("properties", {}))
+    if declared != derived:
+        msg = (
+            f"{where}: input_schema= lists the arguments {sorted(declared)}, but the handler "
+            f"takes {sorted(derived)}; they must agree (the handler's annotations check calls)"
+        )
+        raise ValueError(msg)
+    return copied
+
+
+def _check_asking(where: str, signature: Signature, is_async: bool) -> None:
+    """Refuse `Ask` in a sync handler: the answer must be awaited."""
+    if signature.ask_parameter is not None and not is_async:
+        msg = (
+            f"{where}: parameter {signature.ask_parameter!r} takes an Ask, whose questions are "
+            "awaited; make the handler async"
+        )
+        raise TypeError(msg)
+
+
+def _check_string_arguments(where: str, signature: Signature, what: str) -> None:
+    """Refuse arguments that do not travel as strings: URIs and prompts carry only strings."""
+    schema = signature.input_schema
+    for argument, property_schema in schema.get("properties", {}).items():
+        if not _is_string_schema(property_schema, schema.get("$defs", {})):
+            msg = (
+                f"{where}: parameter {argument!r} is {what}, which is always a string; "
+                "annotate it str, or a type written as one (a string Literal or Enum, "
+                "UUID, date, datetime, Decimal, Path)"
+            )
+            raise TypeError(msg)
+
+
+def _is_string_schema(schema: Mapping[str, Any], definitions: Mapping[str, Any]) -> bool:
+    reference = schema.get("$ref")
+    if isinstance(reference, str) and reference.startswith("#/$defs/"):
+        return _is_string_schema(definitions.get(reference.removeprefix("#/$defs/"), {}), {})
+    if "anyOf" in schema:  # `str | None`: a string, or left out
+        options = [option for option in schema["anyOf"] if option != {"type": "null"}]
+        return bool(options) and all(_is_string_schema(o, definitions) for o in options)
+    if "enum" in schema:
+        return all(isinstance(value, str) for value in schema["enum"])
+    return schema.get("type") == "string"
+
+
+def _prompt_arguments(schema: Mapping[str, Any]) -> tuple[PromptArgument, ...]:
+    required = set(schema.get("required", ()))
+    return tuple(
+        PromptArgument(name, property_schema.get("description"), name in required)
+        for name, property_schema in schema.get("properties", {}).items()
+    )
+
+
+def _converting(
+    handler: Callable[..., Any],
+    convert: Callable[..., CallResult],
+    *,
+    is_async: bool,
+    reads_uri: bool,
+) -> Callable[..., Any]:
+    """`handler`, what it returns turned into a CallResult by `convert`.
+
+    A resource read's arguments carry the URI read under `URI_ARGUMENT`: it is
+    taken out before the handler is called, and given to `convert`.
+    """
+    if is_async:
+
+        async def converting_async(state: object, /, **arguments: Any) -> CallResult:
+            uri = arguments.pop(URI_ARGUMENT, None)
+            value = await handler(state, **arguments)
+            return convert(value, uri=uri) if reads_uri else convert(value)
+
+        return functools.wraps(handler)(converting_async)
+
+    def converting(state: object, /, **arguments: Any) -> CallResult:
+        uri = arguments.pop(URI_ARGUMENT, None)
+        value = handler(state, **arguments)
+        return convert(value, uri=uri) if reads_uri else convert(value)
+
+    return functools.wraps(handler)(converting)
 
 
 def _check_hints(where: str, read_only: bool, title: str | None, **changes: bool | None) -> None:

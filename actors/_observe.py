@@ -36,10 +36,13 @@ from ._errors import (
     ArgumentsError,
     CallTimeoutError,
     CapacityError,
+    HandlerError,
     RuntimeCallError,
     RuntimeClosedError,
     SessionEndingError,
     StateUnreadableError,
+    UnknownPromptError,
+    UnknownResourceError,
     UnknownToolError,
 )
 
@@ -83,6 +86,9 @@ _OUTCOMES: Final[tuple[tuple[type[Exception], str], ...]] = (
     (NoSessionError, "no_session"),
     (ProtocolError, "bad_context"),
     (UnknownToolError, "unknown_tool"),
+    (UnknownResourceError, "unknown_resource"),
+    (UnknownPromptError, "unknown_prompt"),
+    (HandlerError, "handler_error"),
     (ArgumentsError, "bad_arguments"),
     (CallTimeoutError, "timeout"),
     (StateUnreadableError, "state_unreadable"),

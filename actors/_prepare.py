@@ -11,7 +11,11 @@ from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
-from protocol import DEFAULT_POLICY, call_name, parse_named_call
+from protocol import DEFAULT_POLICY, CallFormatError, call_name, parse_named_call
+
+from ._errors import UnknownResourceError
+from ._module import URI_ARGUMENT
+from ._resources import MAX_COMPLETIONS, Completions
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -21,7 +25,14 @@ if TYPE_CHECKING:
     from ._module import Tool
     from ._registry import Registry
 
-__all__ = ["PreparedCall", "Route", "prepare_call"]
+__all__ = [
+    "PreparedCall",
+    "Route",
+    "prepare_call",
+    "prepare_completion",
+    "prepare_prompt",
+    "prepare_read",
+]
 
 Route = tuple[str, str, str | None, str | None]
 """An actor key's parts: (module, session, assistant, thread), the ones outside the
@@ -65,6 +76,7 @@ def prepare_call(
     """
     name = call_name(params)
     tool = registry.resolve(name)
+    # `_prepared`, inline: every tool call comes through here.
     parsed = parse_named_call(params, name, policy, caller)
     arguments = tool.signature.bind(parsed.arguments)
     module = tool.module
@@ -72,3 +84,112 @@ def prepare_call(
     return PreparedCall(
         tool, parsed.context, arguments, route, parsed.session_defaulted, params.get("_meta")
     )
+
+
+def _prepared(
+    operation: Tool,
+    params: Mapping[str, Any],
+    name: str,
+    policy: ContextPolicy,
+    caller: Caller | None,
+    extra: Mapping[str, Any] | None = None,
+) -> PreparedCall:
+    """`params` judged and bound for `operation`, with `extra` arguments only the runtime adds."""
+    parsed = parse_named_call(params, name, policy, caller)
+    arguments = operation.signature.bind(parsed.arguments)
+    if extra:
+        arguments.update(extra)
+    module = operation.module
+    route = (module.name, *module.scope.parts(parsed.context))
+    return PreparedCall(
+        operation, parsed.context, arguments, route, parsed.session_defaulted, params.get("_meta")
+    )
+
+
+def prepare_read(
+    registry: Registry,
+    uri: str,
+    meta: Mapping[str, Any] | None = None,
+    policy: ContextPolicy = DEFAULT_POLICY,
+    caller: Caller | None = None,
+) -> PreparedCall:
+    """A ``resources/read`` of `uri`, for the context in `meta` (or `caller`'s default).
+
+    Raises UnknownResourceError, then ProtocolError and ArgumentsError as
+    `prepare_call` does (a template's variables are its arguments).
+    """
+    if not isinstance(uri, str) or not uri:
+        msg = f"a resource read needs 'uri', a non-empty string; got {uri!r:.80}"
+        raise CallFormatError(msg)
+    resource, variables = registry.resource(uri)
+    operation = resource.operation
+    params = {"name": operation.full_name, "arguments": variables, "_meta": meta}
+    extra = {URI_ARGUMENT: uri}
+    return _prepared(operation, params, operation.full_name, policy, caller, extra)
+
+
+def prepare_prompt(
+    registry: Registry,
+    name: str,
+    arguments: Mapping[str, Any] | None = None,
+    meta: Mapping[str, Any] | None = None,
+    policy: ContextPolicy = DEFAULT_POLICY,
+    caller: Caller | None = None,
+) -> PreparedCall:
+    """A ``prompts/get`` of the prompt listed as `name` with `arguments`.
+
+    Raises UnknownPromptError, then ProtocolError and ArgumentsError as
+    `prepare_call` does.
+    """
+    operation = registry.prompt(name).operation
+    params = {"name": operation.full_name, "arguments": arguments, "_meta": meta}
+    return _prepared(operation, params, operation.full_name, policy, caller)
+
+
+def prepare_completion(
+    registry: Registry,
+    target: str,
+    argument: str,
+    value: str,
+    meta: Mapping[str, Any] | None = None,
+    policy: ContextPolicy = DEFAULT_POLICY,
+    caller: Caller | None = None,
+) -> PreparedCall | Completions:
+    """A ``completion/complete`` of `argument` of the prompt or resource template `target`.
+
+    `target` is a listed prompt name or a URI template as listed; `value` is
+    what was typed so far. A declared completion runs on its key's actor: the
+    PreparedCall to run. An argument whose type lists its values (a
+    ``Literal``, an Enum) is completed from them here, as is an argument the
+    target does not have (with nothing): the Completions themselves. Raises
+    UnknownPromptError or UnknownResourceError for an unknown target.
+    """
+    kind = "ref/resource" if "://" in target else "ref/prompt"
+    properties = _arguments_of(registry, kind, target)
+    if argument not in properties:
+        return Completions(())
+    completion = registry.completion(kind, target, argument)
+    if completion is None:
+        listed = properties[argument].get("enum", ())
+        found = [
+            choice for choice in listed if isinstance(choice, str) and choice.startswith(value)
+        ]
+        return Completions(tuple(found[:MAX_COMPLETIONS]), len(found) > MAX_COMPLETIONS)
+    operation = completion.operation
+    (parameter,) = operation.signature.input_schema["properties"]
+    params = {"name": operation.full_name, "arguments": {parameter: value}, "_meta": meta}
+    return _prepared(operation, params, operation.full_name, policy, caller)
+
+
+def _arguments_of(registry: Registry, kind: str, target: str) -> Mapping[str, Any]:
+    """The argument schemas of the prompt or resource template `target`, by name."""
+    if kind == "ref/prompt":
+        operation = registry.prompt(target).operation
+    else:
+        templates = {resource.template.text: resource for resource in registry.templates()}
+        if target not in templates:
+            msg = f"no resource template is {target!r:.300}; see resources/templates/list"
+            raise UnknownResourceError(msg, target)
+        operation = templates[target].operation
+    properties: Mapping[str, Any] = operation.signature.input_schema.get("properties", {})
+    return properties

@@ -100,7 +100,7 @@ import math
 import time
 from collections import OrderedDict
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, final
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, final
 
 import attrs
 import trio
@@ -110,12 +110,15 @@ from protocol import (
     ActorKey,
     CallResult,
     ContextPolicy,
+    PromptResult,
     ProtocolError,
+    ResourceResult,
     ToolContext,
     call_name,
     tenant_of,
 )
 
+from ._client import Ask, Log
 from ._durable import StateLoadError
 from ._errors import (
     ActorCrashedError,
@@ -130,9 +133,17 @@ from ._errors import (
 from ._keeper import Keeper
 from ._module import Tool, ToolModule, run_hook
 from ._observe import OK, TOOL_ERROR, CallRecord, Observer, Observers, StopReason, outcome_of
-from ._prepare import PreparedCall, Route, prepare_call
+from ._prepare import (
+    PreparedCall,
+    Route,
+    prepare_call,
+    prepare_completion,
+    prepare_prompt,
+    prepare_read,
+)
 from ._progress import Progress, ProgressReport
 from ._registry import Registry
+from ._resources import Completions, completions_of, handler_data
 from .store import StoreError, VersionConflict
 
 if TYPE_CHECKING:
@@ -142,9 +153,17 @@ if TYPE_CHECKING:
 
     from protocol import Caller
 
+    from ._client import Asker, LogMessage
     from .store import StateStore
 
-__all__ = ["ActorInfo", "Runtime", "RuntimeConfig", "RuntimeStatistics", "open_runtime"]
+__all__ = [
+    "ActorInfo",
+    "Runtime",
+    "RuntimeConfig",
+    "RuntimeStatistics",
+    "Watcher",
+    "open_runtime",
+]
 
 logger = logging.getLogger("actors")
 
@@ -270,6 +289,8 @@ class _Envelope:
     abandoned: bool = False  # the caller was cancelled before the call started
     on_reply: Callable[[_Outcome], None] | None = None  # a caller outside trio (`submit_nowait`)
     progress: Callable[[ProgressReport], None] | None = None  # who hears the tool's progress
+    log: Callable[[LogMessage], None] | None = None  # who hears the tool's log
+    ask: Asker | None = None  # whom the tool's questions go to
     observed: ClassVar[bool] = False  # an `_ObservedEnvelope`: tell the observer its times
 
     def reply(self, outcome: _Outcome) -> None:
@@ -467,6 +488,7 @@ class Runtime:
         self._counters = _Counters()
         self._closing = False
         self._defaulted_tools: set[str] = set()  # tools called without a session so far
+        self._watchers: list[Watcher] = []  # told of changes (resource subscriptions)
         self._timeout = math.inf if config.call_timeout is None else config.call_timeout
         self._threads = trio.CapacityLimiter(config.heavy_threads)  # see "Heavy handlers"
         # TTL bookkeeping: a heap of (when to look at an actor again, tie-breaker, actor),
@@ -559,18 +581,125 @@ class Runtime:
         params = {"name": name, "arguments": arguments, "_meta": meta}
         return await self.call(params, caller=caller)
 
+    # ---- resources, prompts, completions (the caller's task) -------------------
+
+    async def read_resource(
+        self,
+        uri: str,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        caller: Caller | None = None,
+    ) -> ResourceResult:
+        """Read the resource `uri` for the context in `meta` (``sessionId``…) or `caller`'s.
+
+        The handler runs on the actor of that context's key, in its turn.
+        Raises UnknownResourceError, ProtocolError and ArgumentsError before
+        anything is sent, HandlerError if the handler failed, and the runtime
+        errors `call` raises.
+        """
+        try:
+            call = prepare_read(self._registry, uri, meta, self._config.policy, caller)
+        except (ProtocolError, RuntimeCallError) as error:
+            self._refused({}, error)
+            raise
+        return ResourceResult.from_wire(handler_data(await self.run(call)))
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        caller: Caller | None = None,
+    ) -> PromptResult:
+        """Build the prompt listed as `name` with `arguments`, for the context in `meta`.
+
+        Raises UnknownPromptError, ProtocolError and ArgumentsError before
+        anything is sent, HandlerError if the handler failed, and the runtime
+        errors `call` raises.
+        """
+        try:
+            call = prepare_prompt(
+                self._registry, name, arguments, meta, self._config.policy, caller
+            )
+        except (ProtocolError, RuntimeCallError) as error:
+            self._refused({}, error)
+            raise
+        return PromptResult.from_wire(handler_data(await self.run(call)))
+
+    async def complete(
+        self,
+        target: str,
+        argument: str,
+        value: str,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        caller: Caller | None = None,
+    ) -> Completions:
+        """Suggest values for `argument` of the prompt or resource template `target`.
+
+        `target` is a listed prompt name, or a URI template as listed; `value`
+        is what was typed so far. A declared completion runs on the actor of
+        the context's key; an argument whose type lists its values (a
+        ``Literal``, an Enum) is completed from them; any other gets none.
+        Raises UnknownPromptError or UnknownResourceError for an unknown
+        target, and as `get_prompt` does.
+        """
+        try:
+            call = prepare_completion(
+                self._registry, target, argument, value, meta, self._config.policy, caller
+            )
+        except (ProtocolError, RuntimeCallError) as error:
+            self._refused({}, error)
+            raise
+        if isinstance(call, Completions):
+            return call
+        return completions_of(await self.run(call))
+
+    # ---- changes --------------------------------------------------------------
+
+    def watch(self, watcher: Watcher) -> Callable[[], None]:
+        """Tell `watcher` of every change of a key's state from now on; returns how to stop.
+
+        A key changes when a call of a tool that is not read-only replies, when
+        the actor of a module that is not durable stops (its state is gone),
+        and when its session is ended. Watchers are told synchronously, on the
+        runtime's loop: they must not block.
+        """
+        self._watchers.append(watcher)
+
+        def unwatch() -> None:
+            with contextlib.suppress(ValueError):
+                self._watchers.remove(watcher)
+
+        return unwatch
+
+    def _tell_watchers(self, route: Route) -> None:
+        for watcher in tuple(self._watchers):
+            try:
+                watcher.key_changed(route)
+            except Exception:  # a watcher's bug must not reach the call or the actor
+                logger.exception("a watcher failed on a change of %s", route)
+
     async def run(
-        self, call: PreparedCall, *, progress: Callable[[ProgressReport], None] | None = None
+        self,
+        call: PreparedCall,
+        *,
+        progress: Callable[[ProgressReport], None] | None = None,
+        log: Callable[[LogMessage], None] | None = None,
+        ask: Asker | None = None,
     ) -> CallResult:
         """Run a prepared call on its key's actor; raises as `call` does once the call is sent.
 
-        `progress` hears what the tool reports (`actors.Progress`), in order, on
-        the runtime's loop; it must not block.
+        `progress` hears what the tool reports (`actors.Progress`) and `log`
+        what it logs (`actors.Log`), in order, on the runtime's loop; neither
+        may block. `ask` carries the tool's questions to the client
+        (`actors.Ask`); without one, a tool that asks gets CannotAskError.
         """
         # One coroutine frame from here to the reply: this is every call's hot path.
         if call.session_defaulted:
             self._log_defaulted(call.tool, call.context.session_id)
-        envelope = self._envelope(call, progress=progress)
+        envelope = self._envelope(call, progress=progress, log=log, ask=ask)
         while (full := self._offer(call, envelope)) is not None:
             if await self._send_when_room(full, envelope):
                 self._counters.calls += 1
@@ -612,11 +741,19 @@ class Runtime:
         *,
         progress: Callable[[ProgressReport], None] | None = None,
         on_reply: Callable[[_Outcome], None] | None = None,
+        log: Callable[[LogMessage], None] | None = None,
+        ask: Asker | None = None,
     ) -> _Envelope:
         """The envelope `call` travels in: an observed one when someone observes."""
         if self._observer is None:
             return _Envelope(
-                call.tool, call.context, call.arguments, on_reply=on_reply, progress=progress
+                call.tool,
+                call.context,
+                call.arguments,
+                on_reply=on_reply,
+                progress=progress,
+                log=log,
+                ask=ask,
             )
         return _ObservedEnvelope(
             call.tool,
@@ -624,6 +761,8 @@ class Runtime:
             call.arguments,
             on_reply=on_reply,
             progress=progress,
+            log=log,
+            ask=ask,
             observer=self._observer,
             meta=call.meta,
         )
@@ -857,6 +996,8 @@ class Runtime:
                 await self._stop_state(actor, keeper.state)
             if started and self._observer is not None:
                 self._observer.actor_stopped(key, actor.stop_reason)
+            if started and self._watchers and actor.module.durable is None:
+                self._tell_watchers(actor.route)  # its state is gone: the next is a fresh one
             self._release(actor)
             logger.debug("actor stopped for %s", key)
 
@@ -1040,6 +1181,8 @@ class Runtime:
             if outcome.is_error:
                 self._counters.errors += 1
             envelope.reply(outcome)
+            if self._watchers and not tool.read_only:
+                self._tell_watchers(actor.route)
             # Drop the references before waiting again: an idle actor must not
             # keep its last call's arguments and result alive until its TTL.
             del envelope, tool, outcome
@@ -1123,8 +1266,12 @@ class Runtime:
     async def _invoke(state: object, envelope: _Envelope) -> CallResult:
         tool = envelope.tool
         try:
-            reporter = None if envelope.progress is None else _reporter(envelope)
-            value = tool.invoke(state, envelope.context, envelope.arguments, reporter)
+            if tool.signature.injects:
+                value = tool.invoke(
+                    state, envelope.context, envelope.arguments, *_channels(envelope)
+                )
+            else:  # most tools: nothing to fill in, so no channel is made
+                value = tool.handler(state, **envelope.arguments)
             if tool.is_async:
                 value = await value
             return tool.result_of(value)
@@ -1141,8 +1288,8 @@ class Runtime:
         """
         worker = _Worker(self._threads)
         name = f"heavy {envelope.tool.full_name} for {actor.key}"
-        # The reporter is made here, on the loop, for the thread to report through.
-        work = functools.partial(self._invoke_sync, state, envelope, _reporter(envelope))
+        # The channels are made here, on the loop, for the thread to report and log through.
+        work = functools.partial(self._invoke_sync, state, envelope, _channels(envelope))
         await worker.start(work, name)
         actor.worker = worker
         await worker.finished.wait()
@@ -1151,11 +1298,11 @@ class Runtime:
         return worker.result.unwrap()
 
     @staticmethod
-    def _invoke_sync(state: object, envelope: _Envelope, progress: Progress | None) -> CallResult:
+    def _invoke_sync(state: object, envelope: _Envelope, channels: _Channels) -> CallResult:
         """A heavy handler's call and result conversion, in its worker thread."""
         tool = envelope.tool
         try:
-            value = tool.invoke(state, envelope.context, envelope.arguments, progress)
+            value = tool.invoke(state, envelope.context, envelope.arguments, *channels)
             return tool.result_of(value)
         except Exception as exc:
             return _failure(tool, exc)
@@ -1204,7 +1351,10 @@ class Runtime:
         try:
             doomed = [a for a in self._running if a.key.context.session_id == session_id]
             await self._stop_actors(doomed, StopReason.SESSION_ENDED)
-            return 0 if self._store is None else await self._store.delete_session(session_id)
+            deleted = 0 if self._store is None else await self._store.delete_session(session_id)
+            for watcher in tuple(self._watchers):
+                watcher.session_ended(session_id)
+            return deleted
         finally:
             self._ending[session_id] -= 1
             if not self._ending[session_id]:
@@ -1301,13 +1451,40 @@ def _failure(tool: Tool, exc: Exception) -> CallResult:
     return CallResult.error(message).stamped(tool.service)
 
 
-def _reporter(envelope: _Envelope) -> Progress | None:
-    """The call's progress reporter, when someone listens and the tool can report."""
-    listener = envelope.progress
-    if listener is None or envelope.tool.signature.progress_parameter is None:
-        return None
-    # Reports that come after the reply (a heavy thread past its deadline) are dropped.
-    return Progress(lambda report: None if envelope.done.is_set() else listener(report))
+_Channels = tuple[Progress | None, Log | None, Ask | None]
+
+
+class Watcher(Protocol):
+    """Told of changes of keys' states (`Runtime.watch`); must not block."""
+
+    def key_changed(self, route: Route) -> None:
+        """The state of the key `route` (module, session, assistant, thread) may have changed."""
+
+    def session_ended(self, session_id: str) -> None:
+        """The session was ended: every key of it is fresh again."""
+
+
+def _channels(envelope: _Envelope) -> _Channels:
+    """The call's reporter, log and asker, each when someone listens and the tool takes it.
+
+    Reports and messages that come after the reply (a heavy thread past its
+    deadline) are dropped.
+    """
+    signature = envelope.tool.signature
+    reporter = envelope.progress
+    progress = (
+        None
+        if reporter is None or signature.progress_parameter is None
+        else Progress(lambda report: None if envelope.done.is_set() else reporter(report))
+    )
+    hearer = envelope.log
+    log = (
+        None
+        if hearer is None or signature.log_parameter is None
+        else Log(lambda message: None if envelope.done.is_set() else hearer(message))
+    )
+    ask = None if signature.ask_parameter is None else Ask(envelope.ask)
+    return progress, log, ask
 
 
 def _sole_cause(exc: Exception) -> Exception:

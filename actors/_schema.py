@@ -24,20 +24,54 @@ The converter is strict where cattrs is lenient by default: JSON already has
 types, so a caller who sends ``"3"`` for an integer has a bug worth reporting,
 and coercing it would hide that bug. Every failure of a call becomes one
 `ArgumentsError` naming each bad value by its path (``$.tags[1]``).
+
+Types JSON lacks travel as strings of one fixed syntax each (`_TEXT_FORMS`),
+the same in arguments and in returned data:
+
+* ``datetime`` -- an RFC 3339 date-time (``format: date-time``), which always
+  has a UTC offset (``Z`` or ``+HH:MM``). A naive datetime is refused both
+  ways: a time without an offset means a different instant on the caller's
+  machine and on the server's, and the schema's format has no naive form.
+* ``date`` -- ``YYYY-MM-DD`` (``format: date``).
+* ``UUID`` -- the hyphenated 8-4-4-4-12 hex form (``format: uuid``).
+* ``Decimal`` -- a string in JSON number syntax (``"12.50"``), never a JSON
+  number: most clients parse a number into a binary float, which has already
+  lost the digits a Decimal exists to keep.
+* ``bytes`` -- standard, padded base64 (``contentEncoding: base64``).
+* ``Path`` (any `PurePath`) -- a non-empty string; nothing touches the file
+  system, so a path is only text, to check like any other text.
+
+Each is parsed only in the syntax its schema states (a ``pattern``, or the
+format's RFC): whatever a client that checks formats accepts, the handler
+accepts, and nothing else.
+
+A pydantic model (where pydantic is installed; this module never imports it
+unless an annotation is a model, which needs pydantic already imported) is
+described by pydantic's own schema, its definitions moved to the root of the
+tool's schema, and validated by pydantic in strict JSON mode: the same "no
+coercion" rule, with pydantic's own types and messages inside the model, and
+its ``extra`` setting deciding unknown keys (the schema then says so too).
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
+import datetime
+import decimal
 import enum
 import inspect
 import json
+import pathlib
+import re
 import reprlib
+import sys
 import types
 import typing
+import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, Literal, Union, final, get_args, get_origin
+from typing import Annotated, Any, Final, Literal, Union, final, get_args, get_origin
 
 import attrs
 import cattrs
@@ -52,21 +86,32 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_mapping_structure_fn
 
-from protocol import CallResult, ToolContext
+from protocol import (
+    AudioContent,
+    CallResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    ToolContext,
+)
 
+from ._client import Ask, Log
 from ._errors import ArgumentsError
 from ._progress import Progress
 
 if typing.TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["Signature", "output_schema_of", "signature_of"]
+__all__ = ["Signature", "output_schema_of", "signature_of", "structured_data"]
 
 _Hook = Callable[[Any, Any], Any]
 
+_CONTENT_ITEMS: Final = (TextContent, ImageContent, AudioContent, EmbeddedResource, ResourceLink)
+
 _SUPPORTED = (
-    "str, int, float, bool, a Literal, an Enum, list[T], tuple[T, ...], dict[str, T], "
-    "T | None, an attrs class or Any"
+    "str, int, float, bool, datetime, date, UUID, Decimal, bytes, Path, a Literal, an Enum, "
+    "list[T], tuple[T, ...], dict[str, T], T | None, an attrs class, a pydantic model or Any"
 )
 _SUPPORTED_OUTPUT = _SUPPORTED.replace(" or Any", ", a TypedDict or Any")
 
@@ -82,6 +127,13 @@ class Signature:
     """The handler parameter annotated `ToolContext`, which receives the call's context."""
     progress_parameter: str | None
     """The handler parameter annotated `Progress`, which receives the call's reporter."""
+    log_parameter: str | None = attrs.field(kw_only=True, default=None)
+    """The handler parameter annotated `Log`, which receives the call's log to its client."""
+    ask_parameter: str | None = attrs.field(kw_only=True, default=None)
+    """The handler parameter annotated `Ask`, which receives the call's requests to its client."""
+    injects: bool = attrs.field(kw_only=True, default=False)
+    """Whether the runtime fills in any parameter (context, progress, log, ask): when not,
+    the handler is called with the bound arguments alone."""
     _arguments_class: type[Any] = attrs.field(repr=False)
     """The attrs class the arguments object structures into."""
     _structure: _Hook = attrs.field(repr=False)
@@ -182,17 +234,20 @@ def _declared_output(returned: Any, structured: type[Any]) -> dict[str, Any]:
 
 
 def _is_structured(annotation: Any) -> bool:
-    """Whether a return annotation names data: an attrs class, a TypedDict or a mapping."""
+    """Whether a return annotation names data: an attrs class, a TypedDict, a mapping or a
+    pydantic model."""
     if get_origin(annotation) is Annotated:
         annotation = get_args(annotation)[0]
-    if annotation is CallResult:  # an attrs class too, but it is the result, not its data
-        return False
+    if annotation is CallResult or annotation in _CONTENT_ITEMS:
+        return False  # attrs classes too, but the result or a piece of it, not its data
     is_mapping = get_origin(annotation) in (dict, Mapping)
-    return is_mapping or _is_attrs_class(annotation) or typing.is_typeddict(annotation)
+    is_class = _is_attrs_class(annotation) or _is_pydantic_model(annotation)
+    return is_mapping or is_class or typing.is_typeddict(annotation)
 
 
 def _object_output(annotation: Any) -> dict[str, Any]:
-    schema = _SchemaBuilder(for_output=True).type_schema(annotation)
+    builder = _SchemaBuilder(for_output=True)
+    schema = builder.finish(builder.type_schema(annotation))
     if schema.get("type") != "object":
         msg = (
             f"{_type_name(annotation)} is no JSON object, and MCP requires an output schema "
@@ -200,6 +255,29 @@ def _object_output(annotation: Any) -> dict[str, Any]:
         )
         raise _UnsupportedError(msg)
     return schema
+
+
+def structured_data(value: object) -> dict[str, Any] | None:
+    """The JSON data of what a handler returned, when it returned data; None otherwise.
+
+    A mapping, an attrs instance or a pydantic model (one whose data is an
+    object) becomes JSON data, every value in the form its schema states: a
+    datetime as RFC 3339 text, bytes as base64, and so on. Anything else (a
+    str, a CallResult) is no data.
+
+    Raises:
+        ValueError: for a value that has no JSON form: a naive datetime, or a
+            Decimal that is not finite.
+    """
+    cls = type(value)
+    if cls is CallResult:  # an attrs class too, but the result itself, not data
+        return None
+    if isinstance(value, Mapping):
+        return {key: _converter.unstructure(item) for key, item in value.items()}
+    if attrs.has(cls) or _is_pydantic_model(cls):
+        data = _converter.unstructure(value)
+        return data if isinstance(data, dict) else None
+    return None
 
 
 class _UnsupportedError(Exception):
@@ -223,8 +301,11 @@ def _derive(handler: Callable[..., Any]) -> Signature:
     hints = _hints(handler, getattr(handler, "__qualname__", "the handler"))
     context = _injected(parameters, hints, ToolContext)
     progress = _injected(parameters, hints, Progress)
-    rest = [p for p in parameters if p.name not in (context, progress)]
+    log = _injected(parameters, hints, Log)
+    ask = _injected(parameters, hints, Ask)
+    rest = [p for p in parameters if p.name not in (context, progress, log, ask)]
     builder = _SchemaBuilder()
+    schema: dict[str, Any]
     if len(rest) == 1 and _is_attrs_class(hints.get(rest[0].name)):
         arguments_class: type[Any] = hints[rest[0].name]
         with _within(f"parameter {rest[0].name!r}"):
@@ -236,9 +317,12 @@ def _derive(handler: Callable[..., Any]) -> Signature:
         arguments_class = _arguments_class(fields)
         single_parameter = None
     return Signature(
-        input_schema=schema,
+        input_schema=builder.finish(schema),
         context_parameter=context,
         progress_parameter=progress,
+        log_parameter=log,
+        ask_parameter=ask,
+        injects=any(name is not None for name in (context, progress, log, ask)),
         arguments_class=arguments_class,
         structure=_converter.get_structure_hook(arguments_class),
         single_parameter=single_parameter,
@@ -367,6 +451,37 @@ class _SchemaBuilder:
     """Whether some value is typed Any."""
     _enclosing: list[type[Any]] = attrs.Factory(list)
     """The classes being described, outermost first, to refuse recursion."""
+    _models: list[type[Any]] = attrs.Factory(list)
+    """The pydantic models met, whose schemas `finish` puts in place of their references."""
+
+    def finish(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """`schema` with each pydantic model's schema in place, their definitions at its root.
+
+        A model's schema refers to its parts (and to itself, when recursive) by
+        ``#/$defs/Name``, which resolves against the root of the whole document:
+        the definitions of every model of one schema, made together so that
+        their names cannot collide, go there. A schema that is one model (a
+        returned model) becomes that model's own object schema.
+        """
+        if not self._models:
+            return schema
+        mode: _SchemaMode = "serialization" if self.for_output else "validation"
+        references, definitions = _model_definitions(self._models, mode)
+        resolved = _placed(schema, references)
+        own = str(resolved.get("$ref", "")).removeprefix(_DEFINITION)
+        if own in definitions:
+            rest = {key: value for key, value in resolved.items() if key != "$ref"}
+            resolved = {**definitions[own], **rest}
+            others = {name: value for name, value in definitions.items() if name != own}
+            if json.dumps(f"{_DEFINITION}{own}") not in json.dumps([resolved, others]):
+                definitions = others  # only the root was that model: nothing refers to it
+        return {**resolved, "$defs": definitions} if definitions else resolved
+
+    def _model_reference(self, model: type[Any]) -> dict[str, Any]:
+        """A stand-in for `model`'s schema, until `finish` knows every model of the document."""
+        if model not in self._models:
+            self._models.append(model)
+        return {"$ref": f"{_MODEL_STAND_IN}{self._models.index(model)}"}
 
     def class_schema(self, cls: type[Any]) -> dict[str, Any]:
         """The object schema of the fields of the attrs class `cls`."""
@@ -420,6 +535,11 @@ class _SchemaBuilder:
             return {"type": _SCALARS[annotation].json_type}
         if _is_choice(annotation):
             return _choice_schema(annotation)
+        form = _text_form(annotation)
+        if form is not None:
+            return dict(form.schema)
+        if _is_pydantic_model(annotation):
+            return self._model_reference(annotation)
         if _is_optional(annotation):
             return {"anyOf": [self.type_schema(_not_none(annotation)), {"type": "null"}]}
         if origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
@@ -482,6 +602,47 @@ def _type_name(annotation: Any) -> str:
 
 def _is_attrs_class(annotation: object) -> bool:
     return isinstance(annotation, type) and attrs.has(annotation)
+
+
+# Pydantic models, known without importing pydantic: a class can only be a
+# model if pydantic is already imported.
+
+_SchemaMode = Literal["validation", "serialization"]
+_DEFINITION: Final = "#/$defs/"
+_MODEL_STAND_IN: Final = "mcp-actors:pydantic-model:"
+
+
+def _is_pydantic_model(annotation: object) -> bool:
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None or not isinstance(annotation, type):
+        return False
+    return issubclass(annotation, pydantic.BaseModel)
+
+
+def _model_definitions(
+    models: Sequence[type[Any]], mode: _SchemaMode
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Each model's schema (a reference) and the definitions they share, made in one go."""
+    # Imported here: only a schema with a model, so with pydantic imported, gets here.
+    from pydantic.json_schema import models_json_schema
+
+    keys = [(model, mode) for model in models]
+    schemas, document = models_json_schema(keys, ref_template=_DEFINITION + "{model}")
+    return [dict(schemas[key]) for key in keys], dict(document.get("$defs", {}))
+
+
+def _placed(schema: Any, references: Sequence[dict[str, Any]]) -> Any:
+    """`schema` with every stand-in of `_model_reference` replaced by its model's schema."""
+    if isinstance(schema, list):
+        return [_placed(item, references) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    placed = {key: _placed(value, references) for key, value in schema.items()}
+    stand_in = placed.get("$ref")
+    if isinstance(stand_in, str) and stand_in.startswith(_MODEL_STAND_IN):
+        del placed["$ref"]
+        placed = {**references[int(stand_in.removeprefix(_MODEL_STAND_IN))], **placed}
+    return placed
 
 
 def _is_choice(annotation: Any) -> bool:
@@ -583,6 +744,215 @@ def _structure_choice(value: object, annotation: Any) -> object:
     raise _MismatchError(expected, reprlib.repr(value))
 
 
+# Types JSON lacks, as strings of one syntax each: the rules of the module docstring, as data.
+
+
+@attrs.frozen
+class _TextForm:
+    """How values of a type JSON lacks are written as strings, described and read back."""
+
+    schema: Mapping[str, Any]
+    """The JSON Schema of the string."""
+    expected: str
+    """What a caller must send, for error messages."""
+    parse: Callable[[Any, str], object]
+    """Reads a string into the annotated type; a ValueError says why it cannot."""
+    render: Callable[[Any], str]
+    """Writes a value as the string; a ValueError for one with no JSON form."""
+
+
+_OFFSET = r"(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_DATE_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?" + _OFFSET
+)
+_NAIVE_DATE_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?"
+)
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+# JSON's own number syntax, which is also what str() of a finite Decimal writes.
+_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+# RFC 4648 base64, padded: validate=True alone would still take "==" as empty.
+_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+
+
+def _matching(syntax: re.Pattern[str], text: str) -> str:
+    if not syntax.fullmatch(text):
+        raise ValueError
+    return text
+
+
+def _parse_datetime(annotation: Any, text: str) -> object:
+    if not _DATE_TIME.fullmatch(text):
+        if _NAIVE_DATE_TIME.fullmatch(text):
+            msg = "no UTC offset: end it with Z or +HH:MM"
+            raise ValueError(msg)
+        raise ValueError
+    # fromisoformat reads only an upper-case T and Z, which RFC 3339 does not require.
+    return annotation.fromisoformat(text.upper())
+
+
+def _render_datetime(value: datetime.datetime) -> str:
+    offset = value.utcoffset()
+    if offset is None:
+        msg = (
+            f"the datetime {value.isoformat()} has no UTC offset, so it names no instant; "
+            "make it aware, e.g. datetime.now(timezone.utc)"
+        )
+        raise ValueError(msg)
+    if offset % datetime.timedelta(minutes=1):  # RFC 3339 offsets have no seconds
+        value = value.astimezone(datetime.UTC)
+    return value.isoformat()
+
+
+def _render_date(value: datetime.date) -> str:
+    # Not isoformat(): a datetime where a date is declared would write its time too.
+    return f"{value.year:04}-{value.month:02}-{value.day:02}"
+
+
+def _parse_decimal(annotation: Any, text: str) -> object:
+    try:
+        return annotation(_matching(_DECIMAL, text))
+    except decimal.InvalidOperation:  # an exponent beyond what Decimal holds
+        msg = "out of range"
+        raise ValueError(msg) from None
+
+
+def _render_decimal(value: decimal.Decimal) -> str:
+    if not value.is_finite():
+        msg = f"Decimal({str(value)!r}) has no JSON form; return a finite Decimal"
+        raise ValueError(msg)
+    return str(value)
+
+
+def _parse_path(annotation: Any, text: str) -> object:
+    if not text:
+        # Path("") is the current folder: say "." to mean it.
+        msg = "empty; '.' names the current folder"
+        raise ValueError(msg)
+    return annotation(text)
+
+
+_DATE_TIME_FORM = _TextForm(
+    schema={"type": "string", "format": "date-time"},
+    expected="an RFC 3339 date-time string with a UTC offset, such as '2026-05-09T14:30:00Z'",
+    parse=_parse_datetime,
+    render=_render_datetime,
+)
+_PATH_FORM = _TextForm(
+    schema={"type": "string", "minLength": 1},
+    expected="a path string",
+    parse=_parse_path,
+    render=str,
+)
+_TEXT_FORMS: Mapping[type, _TextForm] = {
+    datetime.datetime: _DATE_TIME_FORM,
+    datetime.date: _TextForm(
+        schema={"type": "string", "format": "date"},
+        expected="a date string (YYYY-MM-DD)",
+        parse=lambda annotation, text: annotation.fromisoformat(_matching(_DATE, text)),
+        render=_render_date,
+    ),
+    uuid.UUID: _TextForm(
+        schema={"type": "string", "format": "uuid"},
+        expected="a UUID string (8-4-4-4-12 hex digits)",
+        parse=lambda annotation, text: annotation(_matching(_UUID, text)),
+        render=str,
+    ),
+    decimal.Decimal: _TextForm(
+        schema={"type": "string", "pattern": f"^{_DECIMAL.pattern}$"},
+        expected="a decimal string, such as '12.50'",
+        parse=_parse_decimal,
+        render=_render_decimal,
+    ),
+    bytes: _TextForm(
+        schema={"type": "string", "contentEncoding": "base64", "pattern": f"^{_BASE64.pattern}$"},
+        expected="a base64 string",
+        parse=lambda _, text: base64.b64decode(_matching(_BASE64, text), validate=True),
+        render=lambda value: base64.b64encode(value).decode("ascii"),
+    ),
+    # Both: cattrs registers a lenient hook of its own for Path, a subclass.
+    pathlib.PurePath: _PATH_FORM,
+    pathlib.Path: _PATH_FORM,
+}
+
+
+def _text_form(annotation: object) -> _TextForm | None:
+    """How `annotation` is written as a string; None for a type that is not."""
+    if not isinstance(annotation, type):
+        return None
+    for cls in annotation.__mro__:
+        form = _TEXT_FORMS.get(cls)
+        if form is not None:
+            return form
+    return None
+
+
+# Room for a date-time with fractions and offset, or a UUID in braces, shown whole.
+_shown = reprlib.Repr()
+_shown.maxstring = 60
+
+
+def _text_hook(form: _TextForm) -> _Hook:
+    """Structures a string in `form`'s syntax, and nothing else, into the annotated type."""
+
+    def structure(value: object, annotation: object) -> object:
+        if not isinstance(value, str):
+            raise _MismatchError(form.expected, _got(value))
+        try:
+            return form.parse(annotation, value)
+        except ValueError as exc:
+            reason = f" ({exc})" if str(exc) else ""
+            raise _MismatchError(form.expected, _shown.repr(value) + reason) from None
+
+    return structure
+
+
+class _ModelError(ValueError):
+    """A pydantic model's validation errors, each as a path below the model and a message."""
+
+    def __init__(self, problems: Sequence[tuple[str, str | None]]) -> None:
+        super().__init__("; ".join(f"{where}: {message}" for where, message in problems))
+        self.problems = problems
+        """(path below the model, message); no message means the value is missing."""
+
+
+def _structure_model(value: object, annotation: Any) -> object:
+    """Validate JSON data with a pydantic model, in strict mode: no coercion, as elsewhere."""
+    from pydantic import ValidationError  # only a model, so pydantic imported, gets here
+
+    try:
+        # JSON mode: in Python mode strict pydantic takes no string for a datetime.
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        expected = "JSON data"
+        raise _MismatchError(expected, _got(value)) from None
+    try:
+        return annotation.model_validate_json(text, strict=True)
+    except ValidationError as exc:
+        raise _ModelError([_model_problem(error) for error in exc.errors()]) from None
+
+
+def _model_problem(error: Mapping[str, Any]) -> tuple[str, str | None]:
+    location = [_location_step(step) for step in error["loc"]]
+    if error["type"] == "missing":
+        return "".join(location), None
+    if error["type"] == "extra_forbidden" and location:
+        return "".join(location[:-1]), f"unexpected key {error['loc'][-1]!r}"
+    return "".join(location), str(error["msg"])
+
+
+def _location_step(step: object) -> str:
+    if isinstance(step, str) and step.isidentifier():
+        return f".{step}"
+    return f"[{step!r}]"
+
+
+def _unstructure_model(value: Any) -> object:
+    # By alias, as the schema pydantic makes describes it.
+    return value.model_dump(mode="json", by_alias=True)
+
+
 def _optional_hook(annotation: Any, converter: cattrs.Converter) -> _Hook:
     inner_type = _not_none(annotation)
     inner = converter.get_structure_hook(inner_type)
@@ -646,6 +1016,12 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook_factory(_is_array, _array_hook)
     converter.register_structure_hook_factory(_is_dict, _mapping_hook)
     converter.register_structure_hook_factory(_is_attrs_class, _object_hook)
+    # By class: cattrs dispatches subclasses (a Path is a PurePath) to them too.
+    for cls, form in _TEXT_FORMS.items():
+        converter.register_structure_hook(cls, _text_hook(form))
+        converter.register_unstructure_hook(cls, form.render)
+    converter.register_structure_hook_func(_is_pydantic_model, _structure_model)
+    converter.register_unstructure_hook_func(_is_pydantic_model, _unstructure_model)
     return converter
 
 
@@ -668,6 +1044,9 @@ def _explain(exc: BaseException, path: str) -> Iterator[str]:
         yield f"{path} is required"
     elif isinstance(exc, ForbiddenExtraKeysError):
         yield _unexpected(exc, path)
+    elif isinstance(exc, _ModelError):
+        for where, message in exc.problems:
+            yield f"{path}{where} is required" if message is None else f"{path}{where}: {message}"
     else:
         yield f"{path}: {exc}"
 

@@ -271,9 +271,14 @@ class HandlersDirect:
         return await self.run(prepare_call(self.registry, params, self.config.policy))
 
     async def run(
-        self, call: PreparedCall, *, progress: Callable[[ProgressReport], None] | None = None
+        self,
+        call: PreparedCall,
+        *,
+        progress: Callable[[ProgressReport], None] | None = None,
+        log: Callable[[Any], None] | None = None,
+        ask: Any = None,
     ) -> CallResult:
-        """Run a prepared call on its key's state, here and now (its progress goes nowhere)."""
+        """Run a prepared call on its key's state, here and now (progress and log go nowhere)."""
         tool = call.tool
         module = tool.module
         state = self._states.get(call.route)

@@ -1,4 +1,4 @@
-"""Sans-IO core: tool contexts, call parsing, scopes and keys, results, tool names, placement.
+"""Sans-IO core: tool contexts, call parsing, scopes and keys, results, content, names, placement.
 
 Nothing here does I/O or imports trio, so it can serve a client-side
 middleware or another runtime as well as `actors`.
@@ -12,6 +12,17 @@ from ._caller import Caller as Caller
 from ._caller import NoSessionError as NoSessionError
 from ._caller import TenantError as TenantError
 from ._caller import in_tenant as in_tenant
+from ._content import SERVICE_INFO_META_KEY as SERVICE_INFO_META_KEY
+from ._content import AudioContent as AudioContent
+from ._content import BackendType as BackendType
+from ._content import Content as Content
+from ._content import EmbeddedResource as EmbeddedResource
+from ._content import ImageContent as ImageContent
+from ._content import ResourceContents as ResourceContents
+from ._content import ResourceLink as ResourceLink
+from ._content import ServiceInfo as ServiceInfo
+from ._content import TextContent as TextContent
+from ._content import service_info_of as service_info_of
 from ._context import DEFAULT_POLICY as DEFAULT_POLICY
 from ._context import ContextPolicy as ContextPolicy
 from ._context import ToolContext as ToolContext
@@ -28,14 +39,12 @@ from ._names import has_scheme as has_scheme
 from ._names import name_from_service as name_from_service
 from ._placement import Membership as Membership
 from ._placement import shard_for as shard_for
-from ._result import SERVICE_INFO_META_KEY as SERVICE_INFO_META_KEY
-from ._result import BackendType as BackendType
 from ._result import CallResult as CallResult
-from ._result import ServiceInfo as ServiceInfo
-from ._result import TextContent as TextContent
+from ._result import PromptMessage as PromptMessage
+from ._result import PromptResult as PromptResult
+from ._result import ResourceResult as ResourceResult
 from ._result import ToolResult as ToolResult
 from ._result import render_data as render_data
-from ._result import service_info_of as service_info_of
 from ._result import to_tool_result as to_tool_result
 from ._result import unwrap as unwrap
 from ._scope import TENANT_SEPARATOR as TENANT_SEPARATOR
@@ -51,16 +60,25 @@ __all__ = [
     "SERVICE_INFO_META_KEY",
     "TENANT_SEPARATOR",
     "ActorKey",
+    "AudioContent",
     "BackendType",
     "CallFormatError",
     "CallResult",
     "Caller",
+    "Content",
     "ContextError",
     "ContextPolicy",
+    "EmbeddedResource",
+    "ImageContent",
     "Membership",
     "NoSessionError",
     "ParsedCall",
+    "PromptMessage",
+    "PromptResult",
     "ProtocolError",
+    "ResourceContents",
+    "ResourceLink",
+    "ResourceResult",
     "Scope",
     "ServiceInfo",
     "TenantError",

@@ -57,6 +57,8 @@ PRINTING = [
         for name in (
             "modules_scopes",
             "modules_schemas",
+            "modules_types",
+            "modules_declarations",
             "modules_results",
             "modules_annotations",
             "modules_heavy",

@@ -12,6 +12,7 @@ from actors.modules import content_store, planning, playbook_store, workspace
 from protocol import CallResult
 
 from ._schemas import schema_property_names
+from .test_tool_metadata import tools_of
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -22,6 +23,7 @@ def module_with(name: str, *tools: str) -> ToolModule[None]:
     for tool in tools:
 
         def handler(state: None) -> str:
+            """Say ok."""
             return "ok"
 
         handler.__name__ = tool
@@ -79,6 +81,7 @@ class TestDefinition:
         module = module_with("alpha", "one")
 
         def one(state: None) -> str:
+            """Say again."""
             return "again"
 
         with pytest.raises(ValueError, match=r"^module 'alpha' already has a tool named 'one'$"):
@@ -89,15 +92,19 @@ class TestDefinition:
         module: ToolModule[None] = ToolModule("alpha", lambda _context: None)
 
         def bare(state: None) -> str:
+            """Say bare."""
             return "bare"
 
         def empty(state: None) -> str:
+            """Say empty."""
             return "empty"
 
         def heavy(state: None) -> str:
+            """Say heavy."""
             return "heavy"
 
         def called(state: None) -> str:
+            """Say called."""
             return "called"
 
         assert module.tool(bare) is bare
@@ -116,6 +123,7 @@ class TestDefinition:
         inline, heavy = module_with("alpha", "one"), module_with("beta", "one")
 
         def two(state: None) -> str:
+            """Say two."""
             return "two"
 
         heavy.tool(two, heavy=True)
@@ -126,6 +134,7 @@ class TestDefinition:
         module = module_with("alpha", "one")
 
         async def fetch(state: None) -> str:
+            """Fetch."""
             return "fetched"
 
         with pytest.raises(
@@ -220,6 +229,111 @@ class TestResults:
         async with open_runtime([module]) as runtime:
             result = await runtime.call_tool("echo__give", {"__sessionId": "s"})
         assert result.is_error
-        assert "returned int; return a str, a mapping, an attrs instance or a CallResult" in (
-            result.first_text
+        assert (
+            "returned int; return a str, a content item, a mapping, an attrs instance, "
+            "a pydantic model or a CallResult" in result.first_text
         )
+
+
+class TestNameAndDescription:
+    async def test_declared_ones_replace_the_functions(self) -> None:
+        """name= and description= are what the registry, the runtime and MCP clients see."""
+        module: ToolModule[None] = ToolModule("shelf", lambda _context: None)
+
+        @module.tool(name="find", description="Find a book by its title.")
+        def find_a_book_by_title(state: None, title: str) -> str:
+            """Internal: what the developer reads."""
+            return f"found {title}"
+
+        assert list(module.tools) == ["find"]
+        tool = module.tools["find"]
+        assert (tool.full_name, tool.description) == ("shelf__find", "Find a book by its title.")
+        assert tool.handler is find_a_book_by_title
+        async with open_runtime([module]) as runtime:
+            result = await runtime.call_tool("shelf__find", {"title": "Dune", "__sessionId": "s"})
+        assert result.first_text == "found Dune"
+        assert result.content[0].service is not None
+        assert result.content[0].service.tool_name == "find"
+        listed = await tools_of(module)
+        assert [name for name in listed if name.startswith("shelf__")] == ["shelf__find"]
+        assert listed["shelf__find"].description == "Find a book by its title."
+
+    def test_a_declared_description_is_cleaned_like_a_docstring(self) -> None:
+        module: ToolModule[None] = ToolModule("shelf", lambda _context: None)
+
+        def count(state: None) -> str:
+            return "0"
+
+        module.tool(count, description="\n    Count the books.\n\n    Every shelf.\n    ")
+        assert module.tools["count"].description == "Count the books.\n\nEvery shelf."
+
+    def test_a_callable_without_a_name_is_served_by_its_declared_name(self) -> None:
+        module: ToolModule[None] = ToolModule("shelf", lambda _context: None)
+        module.tool(lambda state: "0", name="count", description="Count the books.")
+        assert module.tools["count"].description == "Count the books."
+
+    @pytest.mark.parametrize("name", ["Find", "find__it", "_find", "find-it", ""])
+    def test_a_declared_name_follows_the_rule_of_function_names(self, name: str) -> None:
+        """`__` separates module and tool, so a declared name is snake_case too."""
+        module: ToolModule[None] = ToolModule("shelf", lambda _context: None)
+
+        def find(state: None) -> str:
+            """Find."""
+            return ""
+
+        with pytest.raises(
+            ValueError, match=rf"^tool name {name!r} must be lowercase snake_case \("
+        ):
+            module.tool(find, name=name)
+        assert not module.tools
+
+    def test_a_declared_name_is_registered_once(self) -> None:
+        module = module_with("shelf", "find")
+
+        def search(state: None) -> str:
+            """Search."""
+            return ""
+
+        with pytest.raises(ValueError, match=r"^module 'shelf' already has a tool named 'find'$"):
+            module.tool(search, name="find")
+
+    @pytest.mark.parametrize("docstring", [None, "", "  \n  "])
+    def test_a_handler_that_describes_nothing_is_refused(self, docstring: str | None) -> None:
+        """Hosts show the description to the model, which picks tools by it: none is a bug."""
+        module: ToolModule[None] = ToolModule("shelf", lambda _context: None)
+
+        def find(state: None) -> str:
+            return ""
+
+        find.__doc__ = docstring
+        with pytest.raises(
+            TypeError,
+            match=r"^tool 'find' of module 'shelf': it has no description; add a docstring "
+            r"saying what the tool does, or pass description= \(MCP hosts show it to the "
+            r"model, which picks tools by it\)$",
+        ):
+            module.tool(find)
+        assert not module.tools
+        module.tool(find, description="Find a book.")
+        assert module.tools["find"].description == "Find a book."
+
+    @pytest.mark.parametrize("description", ["", " \n "])
+    def test_a_blank_declared_description_is_refused(self, description: str) -> None:
+        module: ToolModule[None] = ToolModule("shelf", lambda _context: None)
+
+        def find(state: None) -> str:
+            """Find a book."""
+            return ""
+
+        with pytest.raises(
+            ValueError,
+            match=r"^tool 'find' of module 'shelf': description must not be blank; say what "
+            r"the tool does$",
+        ):
+            module.tool(find, description=description)
+        assert not module.tools
+
+    def test_every_builtin_tool_is_described(self, tmp_path: Path) -> None:
+        """Registration refuses an empty description, so no built-in lists one."""
+        registry = Registry([planning, playbook_store, content_store, workspace(root=tmp_path)])
+        assert all(tool.description.strip() for tool in registry.tools())

@@ -25,7 +25,7 @@ from actors import (
     ToolModule,
     open_runtime,
 )
-from actors.server._mcp import PROGRESS_INTERVAL, _ProgressRelay
+from actors.server._channels import PROGRESS_INTERVAL, ProgressRelay
 
 from ._mcp_helpers import raw_server
 
@@ -207,7 +207,7 @@ async def test_reports_that_yield_between_them_are_sent_at_most_ten_a_second(
     """A tool reporting every millisecond for 20 s: about 200 notifications, never two within
     the interval, and the last report sent as soon as the call ends."""
     session = _CountingSession()
-    relay = _ProgressRelay(session)  # type: ignore[arg-type]  # what the relay calls of it
+    relay = ProgressRelay(session)  # type: ignore[arg-type]  # what the relay calls of it
     async with trio.open_nursery() as nursery:
         nursery.start_soon(relay.send_until_finished)
         for step in range(1, 20_001):

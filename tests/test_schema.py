@@ -578,7 +578,7 @@ class TestUnsupportedSignatures:
             signature_of(make)
 
     @pytest.mark.parametrize(
-        "annotation", [int | str, tuple[int, str], dict[int, str], list, set[int], bytes]
+        "annotation", [int | str, tuple[int, str], dict[int, str], list, set[int], bytearray]
     )
     def test_unsupported_generic_annotations(self, annotation: object) -> None:
         """Other unions, fixed tuples, non-string keys, bare or other collections are refused."""

@@ -36,13 +36,7 @@ import sniffio
 import trio
 from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
 
-from protocol import (
-    CallResult,
-    Membership,
-    TextContent,
-    call_name,
-    service_info_of,
-)
+from protocol import CallResult, Membership, call_name
 
 from .._error_result import error_result
 from .._errors import RuntimeCallError, UnknownToolError
@@ -57,8 +51,9 @@ if TYPE_CHECKING:
 
     from prometheus_client.core import Metric
 
-    from protocol import Caller, ServiceInfo
+    from protocol import Caller
 
+    from .._client import Asker, LogMessage
     from .._prepare import PreparedCall
     from .._progress import ProgressReport
     from .._runtime import RuntimeStatistics
@@ -238,14 +233,20 @@ class Cluster:
             return error_result(error, self._registry.resolve(call_name(params)).service)
 
     async def run(
-        self, call: PreparedCall, *, progress: Callable[[ProgressReport], None] | None = None
+        self,
+        call: PreparedCall,
+        *,
+        progress: Callable[[ProgressReport], None] | None = None,
+        log: Callable[[LogMessage], None] | None = None,
+        ask: Asker | None = None,
     ) -> CallResult:
         """Run a prepared call on its session's shard (under trio or asyncio).
 
-        Progress does not cross to the shards: `progress` hears nothing.
-        Raises ShardLostError for a shard lost during the call.
+        Progress, log messages and questions do not cross to the shards:
+        `progress` and `log` hear nothing, and a tool that asks gets
+        CannotAskError. Raises ShardLostError for a shard lost during the call.
         """
-        del progress
+        del progress, log, ask
         return await self._called(call, _resolved)
 
     async def end_session(self, session_id: str) -> int:
@@ -258,7 +259,8 @@ class Cluster:
     async def _called(self, call: PreparedCall, wait: _Wait) -> CallResult:
         send = functools.partial(_call_on, WireCall.of(call))
         reply = await self._routed(call.context.session_id, send, wait)
-        return _from_wire(reply, call.tool.service)
+        # Each item keeps its own provenance from its _meta, or gets the tool's.
+        return CallResult.from_wire(reply, call.tool.service)
 
     async def _routed(self, session: str, send: Callable[[Any], Any], wait: _Wait) -> Any:
         """`send` to `session`'s shard, rerouting after a change of membership; the reply.
@@ -459,14 +461,6 @@ class Cluster:
         for shard in started:
             if shard in self._handles:
                 _stop(self._handles.pop(shard))
-
-
-def _from_wire(wire: Mapping[str, Any], service: ServiceInfo) -> CallResult:
-    """The result a shard sent, each item with its own provenance (or the tool's)."""
-    items = tuple(
-        TextContent(item["text"], service_info_of(item) or service) for item in wire["content"]
-    )
-    return CallResult(items, wire.get("structuredContent"), bool(wire["isError"]))
 
 
 def _call_on(wire: WireCall, shard: Any) -> Any:

@@ -158,7 +158,7 @@ class ShardHost:
         async with self._owning(call.context.session_id) as runtime:
             if runtime is None:
                 return self._moved()
-            tool = runtime.registry.resolve(call.tool)
+            tool = runtime.registry.operation(call.tool)  # a tool, or a resource's read...
             prepared = PreparedCall(
                 tool, call.context, call.arguments, call.route, call.session_defaulted, call.meta
             )

@@ -586,7 +586,8 @@ def content_store_with(limits: ContentLimits) -> ToolModule[ContentStoreState]:
         ),
         durable=Durable(ContentStoreState, converter=_stored_form(limits)),
     )
-    adds, reads = {"destructive": False, "open_world": False}, {"open_world": False}
+    adds: dict[str, Any] = {"destructive": False, "open_world": False}
+    reads: dict[str, Any] = {"open_world": False}
     # Not read-only: it stores the store's id on first use.
     module.tool(
         create_store, title="Get the content store", idempotent=True, structured=_StoreData, **adds

@@ -60,13 +60,16 @@ import re
 import secrets
 import time
 import urllib.parse
+import warnings
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import anyio
 import attrs
 from mcp import types
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from protocol import (
@@ -84,19 +87,41 @@ from protocol import (
 )
 
 from .._error_result import error_result
-from .._errors import ArgumentsError, RuntimeCallError, UnknownToolError
+from .._errors import ArgumentsError, RuntimeCallError, UnknownResourceError, UnknownToolError
 from .._observe import outcome_of
-from .._prepare import PreparedCall, prepare_call
+from .._prepare import (
+    PreparedCall,
+    prepare_call,
+    prepare_completion,
+    prepare_prompt,
+    prepare_read,
+)
+from .._resources import completions_of, handler_data
 from ..store import StoreError
+from ._catalog import prompt_list, resource_list, template_list
+from ._channels import (
+    LOG_LEVEL_STATE,
+    LogRelay,
+    ProgressRelay,
+    SessionAsker,
+    client_log_level,
+)
 from ._logs import EVENT_FIELD
+from ._subscriptions import (
+    MAX_LISTEN_STREAMS,
+    MAX_SUBSCRIPTIONS,
+    Deliveries,
+    Subscriber,
+    Subscriptions,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import AsyncIterator, Callable, Mapping
 
     from mcp.server.connection import Connection
     from mcp.server.context import ServerRequestContext
-    from mcp.server.session import ServerSession
 
+    from .._client import Asker, LogMessage
     from .._module import Tool
     from .._observe import Observer
     from .._progress import ProgressReport
@@ -159,9 +184,14 @@ class CallTarget(Protocol):
         ...
 
     async def run(
-        self, call: PreparedCall, *, progress: Callable[[ProgressReport], None] | None = None
+        self,
+        call: PreparedCall,
+        *,
+        progress: Callable[[ProgressReport], None] | None = None,
+        log: Callable[[LogMessage], None] | None = None,
+        ask: Asker | None = None,
     ) -> CallResult:
-        """Run one prepared call, as `Runtime.run` does (`progress` hears its reports)."""
+        """Run one prepared call, as `Runtime.run` does (with the call's client channels)."""
         ...
 
     async def end_session(self, session_id: str) -> int:
@@ -212,7 +242,7 @@ def _tool_list(registry: Registry, *, end_session: bool) -> types.ListToolsResul
             name=tool.full_name,
             title=tool.title,
             description=tool.description or None,
-            input_schema=dict(tool.signature.input_schema),
+            input_schema=dict(tool.input_schema),
             output_schema=None if tool.output_schema is None else dict(tool.output_schema),
             annotations=_annotations(tool),
         )
@@ -238,63 +268,6 @@ def _annotations(tool: Tool) -> types.ToolAnnotations | None:
     )
 
 
-PROGRESS_INTERVAL: Final = 0.1
-"""Seconds between two progress notifications of one call, at least (the last is never held)."""
-
-
-@final
-class _ProgressRelay:
-    """Sends one call's progress to its client: the newest report, at most ten a second.
-
-    `hear` keeps only the newest report, and a notification is sent at most
-    every `PROGRESS_INTERVAL`, so a tool that reports in a tight loop costs
-    the client a bounded number of notifications (a call of a minute: about
-    600) and the server one report's memory. The last report is sent as soon
-    as the call ends, before its result. The SDK sends nothing when the
-    request carried no ``progressToken``. A notification that cannot be sent
-    (the client left) ends the relaying, never the call.
-    """
-
-    def __init__(self, session: ServerSession) -> None:
-        self._session = session
-        self._latest: ProgressReport | None = None
-        self._wake = anyio.Event()
-        self._finished = anyio.Event()
-        self._broken = False
-
-    def hear(self, report: ProgressReport) -> None:
-        """Keep `report` as the next one to send (called on the runtime's loop)."""
-        self._latest = report
-        self._wake.set()
-
-    def finish(self) -> None:
-        """No more reports will come: send what is left, then stop."""
-        self._finished.set()
-        self._wake.set()
-
-    async def send_until_finished(self) -> None:
-        """Send the newest report at most every interval, until `finish` and the last is sent."""
-        while True:
-            await self._wake.wait()
-            self._wake = anyio.Event()
-            await self._send_latest()
-            if self._finished.is_set() and self._latest is None:
-                return
-            # Reports heard meanwhile only replace the newest; the call's end cuts this short.
-            with anyio.move_on_after(PROGRESS_INTERVAL):
-                await self._finished.wait()
-
-    async def _send_latest(self) -> None:
-        report, self._latest = self._latest, None
-        if report is None or self._broken:
-            return
-        try:
-            await self._session.report_progress(report.progress, report.total, report.message)
-        except Exception:
-            self._broken = True
-            logger.debug("progress could not be sent; no more for this call", exc_info=True)
-
-
 @attrs.frozen
 class _Report:
     """What goes back to the client: a result, or a JSON-RPC error."""
@@ -311,6 +284,8 @@ class _Attempt:
     name: str
     caller: Caller
     started: float
+    method: str = "tools/call"
+    """The request: ``tools/call``, ``resources/read``, ``prompts/get``…"""
     context: ToolContext | None = None
     """Known once the call's context is claimed, so a cancelled call is logged with it."""
     outcome: str = "cancelled"
@@ -330,8 +305,8 @@ class _Attempt:
         tenant = "" if caller.tenant is None else f" tenant={caller.tenant!r}"
         level = logging.WARNING if self.outcome == "outside_tenant" else logging.INFO
         event = {
-            "event": "tools/call",
-            "tool": self.name,
+            "event": self.method,
+            "tool" if self.method == "tools/call" else "target": self.name,
             "session": None if context is None else context.session_id,
             "assistant": None if context is None else context.assistant_id,
             "thread": None if context is None else context.thread_id,
@@ -342,7 +317,8 @@ class _Attempt:
         }
         logger.log(
             level,
-            "tools/call %s %s caller=%s%s outcome=%s %.1f ms",
+            "%s %s %s caller=%s%s outcome=%s %.1f ms",
+            self.method,
             loggable(self.name),
             where,
             caller.label,
@@ -390,21 +366,64 @@ class McpAdapter:
         self._policy = runtime.config.policy
         self._allow_end_session = allow_end_session
         self._end_connection_sessions = end_connection_sessions
-        self._tools = _tool_list(runtime.registry, end_session=allow_end_session)
+        registry = runtime.registry
+        self._tools = _tool_list(registry, end_session=allow_end_session)
+        self._resources = resource_list(registry)
+        self._templates = template_list(registry)
+        self._prompts = prompt_list(registry)
+        self._subscriptions = Subscriptions(getattr(runtime, "watch", None))
         self._closing = False
         self._in_flight = 0
         self._idle = anyio.Event()
         self._idle.set()
         self._last_request = -math.inf
-        self.server: Final[Server[Any]] = Server(
-            SERVER_NAME,
-            version=_version(),
-            instructions=_INSTRUCTIONS,
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            get_tool_input_schema=self._input_schema,
-        )
+        with warnings.catch_warnings():
+            # logging/setLevel is deprecated from 2026-07-28 on; clients of before still use it.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            self.server: Final[Server[Any]] = Server(
+                SERVER_NAME,
+                version=_version(),
+                instructions=_INSTRUCTIONS,
+                lifespan=self._lifespan,
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                get_tool_input_schema=self._input_schema,
+                on_set_logging_level=self._set_log_level,
+                **self._catalog_handlers(),
+            )
         """The SDK server: run it on any transport (`Server.run`, ``streamable_http_app``)."""
+
+    def _catalog_handlers(self) -> dict[str, Any]:
+        """The handlers of what the modules declare: resources, prompts, completions.
+
+        A server whose modules declare no resource answers ``resources/list``
+        "Method not found" and does not claim the capability, and so on.
+        """
+        handlers: dict[str, Any] = {}
+        if self._resources.resources or self._templates.resource_templates:
+            handlers.update(
+                on_list_resources=self._list_resources,
+                on_list_resource_templates=self._list_templates,
+                on_read_resource=self._read_resource,
+            )
+            if self._subscriptions.available:
+                handlers.update(
+                    on_subscribe_resource=self._subscribe,
+                    on_unsubscribe_resource=self._unsubscribe,
+                    on_subscriptions_listen=self._listen,
+                )
+        if self._prompts.prompts:
+            handlers.update(on_list_prompts=self._list_prompts, on_get_prompt=self._get_prompt)
+        if self._prompts.prompts or self._templates.resource_templates:
+            handlers.update(on_completion=self._complete)
+        return handlers
+
+    @asynccontextmanager
+    async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[Deliveries]:
+        """While the SDK serves: a task group for the tasks that send resource updates."""
+        async with anyio.create_task_group() as tasks:
+            yield Deliveries(tasks)
+            tasks.cancel_scope.cancel()  # the deliveries of connections still open
 
     @property
     def in_flight(self) -> int:
@@ -446,7 +465,7 @@ class McpAdapter:
         if name == END_SESSION:
             return _NO_ARGUMENTS if self._allow_end_session else None
         try:
-            return self._runtime.registry.resolve(name).signature.input_schema
+            return self._runtime.registry.resolve(name).input_schema
         except UnknownToolError:
             return None
 
@@ -501,25 +520,45 @@ class McpAdapter:
         if self._end_connection_sessions:
             self._end_with_connection(ctx, prepared.context.session_id, attempt.caller)
         try:
-            if tool.signature.progress_parameter is None:
-                result = await self._runtime.run(prepared)
+            if tool.signature.injects:
+                result = await self._run_with_channels(prepared, ctx)
             else:
-                result = await self._run_reporting(prepared, ctx.session)
+                result = await self._runtime.run(prepared)
         except RuntimeCallError as exc:
             return self._refusal(exc, tool, attempt)
         attempt.outcome = "tool_error" if result.is_error else "ok"
         return _Report(result)
 
-    async def _run_reporting(self, prepared: PreparedCall, session: ServerSession) -> CallResult:
-        """Run a call of a tool that reports progress, relaying it to the client meanwhile."""
-        relay = _ProgressRelay(session)
+    async def _run_with_channels(
+        self, prepared: PreparedCall, ctx: ServerRequestContext[Any, Any]
+    ) -> CallResult:
+        """Run a call of a tool that reports, logs or asks, with its channels to the client.
+
+        What the relays hold is sent before the result goes out.
+        """
+        signature = prepared.tool.signature
+        session = ctx.session
+        progress = None if signature.progress_parameter is None else ProgressRelay(session)
+        log = (
+            None
+            if signature.log_parameter is None
+            else LogRelay(session, ctx.request_id, client_log_level(ctx))
+        )
+        ask = None if signature.ask_parameter is None else SessionAsker(session, ctx.request_id)
+        relays = [relay for relay in (progress, log) if relay is not None]
         async with anyio.create_task_group() as relaying:
-            relaying.start_soon(relay.send_until_finished)
+            for relay in relays:
+                relaying.start_soon(relay.send_until_finished)
             try:
-                result = await self._runtime.run(prepared, progress=relay.hear)
+                result = await self._runtime.run(
+                    prepared,
+                    progress=None if progress is None else progress.hear,
+                    log=None if log is None else log.hear,
+                    ask=ask,
+                )
             finally:
-                # The relay sends the last report, then ends: before the result goes out.
-                relay.finish()
+                for relay in relays:
+                    relay.finish()
         return result
 
     def _refusal(
@@ -598,6 +637,219 @@ class McpAdapter:
         data = {"sessionId": session, "deleted": deleted}
         return _Report(CallResult.both(text, data).stamped(_END_SESSION_SERVICE))
 
+    # ---- resources, prompts, completions, logging -----------------------------
+
+    async def _list_resources(
+        self, _ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        self._last_request = anyio.current_time()
+        return self._resources
+
+    async def _list_templates(
+        self, _ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        self._last_request = anyio.current_time()
+        return self._templates
+
+    async def _list_prompts(
+        self, _ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        self._last_request = anyio.current_time()
+        return self._prompts
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        registry, policy, meta = self._runtime.registry, self._policy, _meta_of(params)
+        data = await self._served(
+            ctx,
+            "resources/read",
+            params.uri,
+            lambda caller: prepare_read(registry, params.uri, meta, policy, caller),
+        )
+        return types.ReadResourceResult.model_validate(data)
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        registry, policy, meta = self._runtime.registry, self._policy, _meta_of(params)
+        data = await self._served(
+            ctx,
+            "prompts/get",
+            params.name,
+            lambda caller: prepare_prompt(
+                registry, params.name, params.arguments, meta, policy, caller
+            ),
+        )
+        return types.GetPromptResult.model_validate(data)
+
+    async def _complete(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        reference = params.ref
+        target = reference.name if isinstance(reference, types.PromptReference) else reference.uri
+        argument, value = params.argument.name, params.argument.value
+        registry, policy, meta = self._runtime.registry, self._policy, _meta_of(params)
+        completions = await self._served(
+            ctx,
+            "completion/complete",
+            target,
+            lambda caller: prepare_completion(
+                registry, target, argument, value, meta, policy, caller
+            ),
+            completions_of,
+        )
+        return types.CompleteResult(
+            completion=types.Completion(
+                values=list(completions.values), has_more=completions.has_more
+            )
+        )
+
+    async def _served(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        method: str,
+        name: str,
+        prepare: Callable[[Caller], PreparedCall | Any],
+        read: Callable[[CallResult], Any] = handler_data,
+    ) -> Any:
+        """Prepare a read of a resource, prompt or completion for the caller, and run it.
+
+        Bad input is a JSON-RPC error naming it (an unknown URI carries it in
+        the error's data); so is a handler's failure and the runtime's.
+        """
+        attempt = _Attempt(name, self._identify(ctx), time.perf_counter(), method)
+        self._enter()
+        try:
+            if self._closing:
+                attempt.outcome = "shutting_down"
+                msg = "the server is stopping and takes no new requests; retry once it is back"
+                raise MCPError(types.INTERNAL_ERROR, msg)
+            try:
+                prepared = prepare(attempt.caller)
+                if not isinstance(prepared, PreparedCall):
+                    attempt.outcome = "ok"
+                    return prepared  # answered without an actor
+                attempt.context = prepared.context
+                if self._end_connection_sessions:
+                    self._end_with_connection(ctx, prepared.context.session_id, attempt.caller)
+                outcome = read(await self._runtime.run(prepared))
+            except UnknownResourceError as exc:
+                attempt.outcome = outcome_of(exc)
+                raise MCPError(types.INVALID_PARAMS, str(exc), {"uri": exc.uri}) from None
+            except (ProtocolError, RuntimeCallError) as exc:
+                attempt.outcome = outcome_of(exc)
+                raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+            attempt.outcome = "ok"
+            return outcome
+        finally:
+            self._leave()
+            attempt.log()
+
+    async def _set_log_level(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        """``logging/setLevel``: the least severe level of the messages this connection gets."""
+        connection_of(ctx).state[LOG_LEVEL_STATE] = params.level
+        return types.EmptyResult()
+
+    # ---- subscriptions --------------------------------------------------------
+
+    def _followed(
+        self, ctx: ServerRequestContext[Any, Any], uri: str, meta: Mapping[str, Any] | None
+    ) -> PreparedCall:
+        """What following `uri` means for this caller: a read of it (its key), or an MCPError."""
+        caller = self._identify(ctx)
+        try:
+            prepared = prepare_read(self._runtime.registry, uri, meta, self._policy, caller)
+        except UnknownResourceError as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc), {"uri": exc.uri}) from None
+        except (ProtocolError, RuntimeCallError) as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        if self._end_connection_sessions:
+            self._end_with_connection(ctx, prepared.context.session_id, caller)
+        return prepared
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        """``resources/subscribe`` (to 2025-11-25): updates of `uri` in this caller's context."""
+        route = self._followed(ctx, params.uri, _meta_of(params)).route
+        connection = connection_of(ctx)
+        subscriber = connection.state.get(_SUBSCRIBER)
+        if subscriber is None:
+            subscriber = connection.state[_SUBSCRIBER] = Subscriber()
+            running: Deliveries = ctx.lifespan_context
+            delivering = running.deliver(subscriber, ctx.session.send_resource_updated)
+            connection.exit_stack.callback(self._unsubscribed, subscriber, delivering)
+        try:
+            self._subscriptions.follow(subscriber, params.uri, route)
+        except ValueError as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        return types.EmptyResult()
+
+    def _unsubscribed(self, subscriber: Subscriber, delivering: anyio.CancelScope) -> None:
+        """The connection closed: its subscriptions end, and so does their delivery."""
+        self._subscriptions.drop(subscriber)
+        delivering.cancel()
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        """``resources/unsubscribe``: no more updates of `uri` (nothing if none were asked for)."""
+        subscriber = connection_of(ctx).state.get(_SUBSCRIBER)
+        if subscriber is not None:
+            self._subscriptions.unfollow(subscriber, params.uri)
+        return types.EmptyResult()
+
+    async def _listen(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """``subscriptions/listen`` (from 2026-07-28): updates on this request's own stream.
+
+        Only resource updates are honored: the lists of tools, prompts and
+        resources never change while the server runs. The stream lasts until
+        the client closes it.
+        """
+        if ctx.request_id is None:
+            raise MCPError(types.INVALID_REQUEST, "subscriptions/listen needs a request id")
+        uris = params.notifications.resource_subscriptions or []
+        if len(uris) > MAX_SUBSCRIPTIONS:
+            msg = f"a listen stream follows at most {MAX_SUBSCRIPTIONS} resources, not {len(uris)}"
+            raise MCPError(types.INVALID_PARAMS, msg)
+        if self._subscriptions.streams >= MAX_LISTEN_STREAMS:
+            msg = f"{MAX_LISTEN_STREAMS} listen streams are open already; retry later"
+            raise MCPError(types.INTERNAL_ERROR, msg)
+        meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+        routes = {uri: self._followed(ctx, uri, _meta_of(params)).route for uri in uris}
+        subscriber = Subscriber()
+        for uri, route in routes.items():
+            self._subscriptions.follow(subscriber, uri, route)
+        self._subscriptions.streams += 1
+        try:
+            honored = types.SubscriptionFilter(resource_subscriptions=list(routes) or None)
+            await ctx.session.send_notification(
+                types.SubscriptionsAcknowledgedNotification(
+                    params=types.SubscriptionsAcknowledgedNotificationParams(
+                        notifications=honored, _meta=meta
+                    )
+                ),
+                related_request_id=ctx.request_id,
+            )
+
+            async def send(uri: str) -> None:
+                update = types.ResourceUpdatedNotificationParams(uri=uri, _meta=meta)
+                await ctx.session.send_notification(
+                    types.ResourceUpdatedNotification(params=update),
+                    related_request_id=ctx.request_id,
+                )
+
+            await subscriber.deliver(send)
+        finally:
+            self._subscriptions.drop(subscriber)
+            self._subscriptions.streams -= 1
+        return types.SubscriptionsListenResult(_meta=meta)
+
     def _enter(self) -> None:
         if not self._in_flight:  # only then: someone may be waiting on the current event
             self._idle = anyio.Event()
@@ -608,6 +860,15 @@ class McpAdapter:
         self._last_request = anyio.current_time()  # quiet counts from the last answer
         if not self._in_flight:
             self._idle.set()
+
+
+_SUBSCRIBER: Final = "mcp-actors/subscriber"
+"""Where a connection's state keeps what it subscribed to (``resources/subscribe``)."""
+
+
+def _meta_of(params: types.RequestParams) -> Mapping[str, Any] | None:
+    """A request's ``_meta``, for its context fields (``sessionId``…), as tools/call reads it."""
+    return params.meta
 
 
 _ENDS_WITH_CONNECTION: Final = "mcp-actors/session-ends-with-connection"

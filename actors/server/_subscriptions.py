@@ -1,0 +1,173 @@
+"""Resource subscriptions, per key: an update reaches only the clients that follow that key.
+
+A client subscribes to a URI in its own context (its session, and for a
+module scoped by assistant or thread, those too): the subscription is to the
+URI *of that key*, found by reading it the way ``resources/read`` would
+(`actors.prepare_read`). When the runtime tells of a change of a key's state
+(`Runtime.watch`: a call of a tool that is not read-only, the stop of a
+module's actor whose state is not durable, the end of a session), every
+client following one of that key's URIs gets
+``notifications/resources/updated`` for it. A client following the same URI
+in another session hears nothing: the URI names a different key there.
+
+Two eras of the protocol carry them:
+
+* up to 2025-11-25, ``resources/subscribe`` and ``resources/unsubscribe``
+  on a connection, and updates on its standalone channel (the GET stream of
+  an HTTP session), sent by a task of the server's own;
+* from 2026-07-28, a ``subscriptions/listen`` request whose response stream
+  carries the updates, for as long as the client keeps it open.
+
+Bounds: a client follows at most `MAX_SUBSCRIPTIONS` URIs on one connection
+or stream, and at most `MAX_LISTEN_STREAMS` streams are open at once. The
+updates waiting for a client are a set of its URIs (a second change before
+the first is sent adds nothing), so a slow client costs no more than its
+subscriptions. The runtime is watched only while someone follows something:
+with no subscription, a call pays nothing for the feature.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Final, final
+
+import anyio
+import anyio.abc
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from .._prepare import Route
+    from .._runtime import Watcher
+
+__all__ = ["MAX_LISTEN_STREAMS", "MAX_SUBSCRIPTIONS", "Deliveries", "Subscriber", "Subscriptions"]
+
+logger = logging.getLogger("actors.mcp")
+
+MAX_SUBSCRIPTIONS: Final = 100
+"""URIs one connection (or one listen stream) may follow at once."""
+MAX_LISTEN_STREAMS: Final = 1000
+"""``subscriptions/listen`` streams open at once, over all clients."""
+
+
+@final
+class Subscriber:
+    """One client's followed URIs (each with its key), and the updates waiting to be sent."""
+
+    def __init__(self) -> None:
+        self.followed: dict[str, Route] = {}
+        """The URIs followed, each with the key it names for this client."""
+        self._waiting: dict[str, None] = {}  # an ordered set: the oldest update first
+        self._wake = anyio.Event()
+
+    def notice(self, uri: str) -> None:
+        """`uri` changed: send an update for it (once, however often it changes meanwhile)."""
+        self._waiting[uri] = None
+        self._wake.set()
+
+    async def deliver(self, send: Callable[[str], Awaitable[None]]) -> None:
+        """Send each update as it comes, until cancelled or `send` fails (the client left)."""
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            while self._waiting:
+                uri = next(iter(self._waiting))
+                del self._waiting[uri]
+                try:
+                    await send(uri)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                    logger.debug("a resource update could not be sent; the client left")
+                    return
+
+
+@final
+class Deliveries:
+    """The server's task group for the updates of connections' subscriptions (to 2025-11-25).
+
+    One task per connection that subscribed, cancelled when that connection
+    closes; the group itself ends when the server stops serving.
+    """
+
+    def __init__(self, tasks: anyio.abc.TaskGroup) -> None:
+        self._tasks = tasks
+
+    def deliver(
+        self, subscriber: Subscriber, send: Callable[[str], Awaitable[None]]
+    ) -> anyio.CancelScope:
+        """Start sending `subscriber`'s updates with `send`; cancel the scope returned to stop."""
+        scope = anyio.CancelScope()
+
+        async def delivering() -> None:
+            with scope:
+                await subscriber.deliver(send)
+
+        self._tasks.start_soon(delivering)
+        return scope
+
+
+@final
+class Subscriptions:
+    """Who follows which key's URIs; a `Watcher` of the runtime while anyone follows anything."""
+
+    def __init__(self, watch: Callable[[Watcher], Callable[[], None]] | None) -> None:
+        """Subscriptions told of changes through `watch` (`Runtime.watch`); None: never told."""
+        self._watch = watch
+        self._unwatch: Callable[[], None] | None = None
+        self._by_key: dict[Route, dict[Subscriber, set[str]]] = {}
+        self.streams = 0
+        """``subscriptions/listen`` streams open now."""
+
+    @property
+    def available(self) -> bool:
+        """Whether updates can be sent at all: the target tells of changes."""
+        return self._watch is not None
+
+    def follow(self, subscriber: Subscriber, uri: str, route: Route) -> None:
+        """Have `subscriber` follow `uri`, which names the key `route` for it.
+
+        Raises ValueError when it already follows `MAX_SUBSCRIPTIONS` others.
+        """
+        if uri not in subscriber.followed and len(subscriber.followed) >= MAX_SUBSCRIPTIONS:
+            msg = (
+                f"this client follows {MAX_SUBSCRIPTIONS} resources already; unsubscribe from "
+                "one before subscribing to another"
+            )
+            raise ValueError(msg)
+        self.unfollow(subscriber, uri)  # the same URI in a different context: the new one
+        subscriber.followed[uri] = route
+        self._by_key.setdefault(route, {}).setdefault(subscriber, set()).add(uri)
+        if self._unwatch is None and self._watch is not None:
+            self._unwatch = self._watch(self)
+
+    def unfollow(self, subscriber: Subscriber, uri: str) -> None:
+        """Stop `subscriber` following `uri`; nothing if it does not."""
+        route = subscriber.followed.pop(uri, None)
+        if route is None:
+            return
+        followers = self._by_key[route]
+        followers[subscriber].discard(uri)
+        if not followers[subscriber]:
+            del followers[subscriber]
+        if not followers:
+            del self._by_key[route]
+        if not self._by_key and self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+
+    def drop(self, subscriber: Subscriber) -> None:
+        """Forget everything `subscriber` follows (its connection or stream closed)."""
+        for uri in list(subscriber.followed):
+            self.unfollow(subscriber, uri)
+
+    # ---- the runtime's watcher ------------------------------------------------
+
+    def key_changed(self, route: Route) -> None:
+        """The key `route` changed: each of its followers gets an update per URI it follows."""
+        for subscriber, uris in self._by_key.get(route, {}).items():
+            for uri in uris:
+                subscriber.notice(uri)
+
+    def session_ended(self, session_id: str) -> None:
+        """Every key of the session is fresh again."""
+        for route in [route for route in self._by_key if route[1] == session_id]:
+            self.key_changed(route)
