@@ -136,7 +136,7 @@ def to_call_result(value: object, tool: str) -> CallResult:
 class Tool:
     """One registered tool: its names, schema and handler."""
 
-    module: ToolModule[Any]
+    module: ToolModule[Any] = attrs.field(repr=lambda module: repr(module.name))
     """The module the tool belongs to."""
     name: str
     """The base name, e.g. ``create_goal``."""

@@ -50,7 +50,7 @@ def test_the_inspector_lists_a_modules_tools() -> None:
     """A module of the repository, named as serve names it; the Inspector's own listing."""
     serve = ["--state", "memory", "--module", "examples.notes:notes"]
     listed = listed_by_the_inspector(serve, ROOT)
-    assert listed == {"notes__add_note", "notes__count_notes"}
+    assert listed == {"notes__add_note", "notes__count_notes", "notes__clear_notes"}
 
 
 @pytest.mark.usefixtures("npx")

@@ -106,6 +106,7 @@ async def test_serve_module_over_stdio(tmp_path: Path) -> None:
     assert {tool.name for tool in listed.tools} == {
         "notes__add_note",
         "notes__count_notes",
+        "notes__clear_notes",
     }
     assert '"count": 1' in texts(counted)
     assert '"count": 0' in texts(other)

@@ -113,7 +113,7 @@ class TestTheProjectsServer:
         assert result_of(info)["protocolVersion"] == "2025-11-25"
         assert (result_of(info)["sessionId"] is None) == (transport == "stdio")
         tools = {tool["name"]: tool for tool in result_of(listed)["tools"]}
-        assert set(tools) == {"notes__add_note", "notes__count_notes"}
+        assert set(tools) == {"notes__add_note", "notes__count_notes", "notes__clear_notes"}
         assert tools["notes__count_notes"]["annotations"]["readOnlyHint"] is True
         assert result_of(one)["structuredContent"] == {"count": 1}
         assert result_of(two)["structuredContent"] == {"count": 2}
@@ -142,19 +142,11 @@ class TestTheProjectsServer:
         assert error_of(unknown)["message"].startswith("unknown tool 'notes__nope'")
         assert result_of(empty)["isError"] is True
         assert "text must not be empty" in text_of(result_of(empty))
-        # Today the server serves tools only. These three assertions change when resources
-        # and prompts land (issue 23): then they list what the server offers.
-        for unserved, method in [
-            (resources, "resources/list"),
-            (templates, "resources/templates/list"),
-            (prompts, "prompts/list"),
-        ]:
-            assert error_of(unserved) == {
-                "code": METHOD_NOT_FOUND,
-                "message": "Method not found",
-                "data": method,
-                "name": "McpError",
-            }
+        # The lists of what the module declares besides tools.
+        assert [r["uri"] for r in result_of(resources)["resources"]] == ["notes://all"]
+        listed_templates = result_of(templates)["resourceTemplates"]
+        assert [r["uriTemplate"] for r in listed_templates] == ["notes://note/{number}"]
+        assert [p["name"] for p in result_of(prompts)["prompts"]] == ["notes__review"]
         assert result_of(counted)["structuredContent"] == {"count": 0}
 
     async def test_two_http_clients_see_only_their_own_notes(
@@ -185,7 +177,7 @@ class TestTheProjectsServer:
             authorized = Http(http.url, {"Authorization": f"Bearer {TOKEN}"})
             (listed,) = await drive([step("listTools")], http=authorized)
         assert refused.value.error["code"] == 401
-        assert len(result_of(listed)["tools"]) == 2
+        assert len(result_of(listed)["tools"]) == 3
 
 
 class TestTheHarness:
