@@ -17,8 +17,11 @@ ends it reads and writes, and guards what goes through them.
   own pipe to the server instead of the server's memory. The price: while
   at the bound, nothing behind the waiting requests is read either, a
   ``notifications/cancelled`` included (the call timeout still ends slow
-  calls). None of our tools sends the client a request of its own, so a
-  request in flight never waits for something the client has yet to send.
+  calls). A tool may send the client a request of its own (`actors.Ask`) and
+  wait for its answer, which the client writes behind requests of its own:
+  while the server waits for an answer it therefore keeps reading, so the
+  answer always gets through, and a request read beyond the bound meanwhile
+  is refused at once ("busy", retry it) rather than held.
 * **Pipes without threads.** When stdin and stdout are pipes or sockets and
   stderr is another file — as under every MCP client — trio reads and writes
   them directly (`trio.lowlevel.FdStream`). The SDK's default, and the
@@ -255,6 +258,18 @@ def _oversized_error(params: Mapping[str, Any]) -> Reply:
     return Reply.of(params["id"], types.INVALID_REQUEST, message)
 
 
+SERVER_BUSY: Final = -32000
+"""The JSON-RPC error of a request refused because too many are in flight (retry it)."""
+
+
+def _busy(request_id: types.RequestId, limit: int) -> Reply:
+    message = (
+        f"the server is busy: {limit} requests are in flight while it waits for this client's "
+        "answer to one of its own; retry this request (--max-in-flight)"
+    )
+    return Reply.of(request_id, SERVER_BUSY, message)
+
+
 def _as_message(reply: pydantic.BaseModel) -> types.JSONRPCMessage:
     """One of our replies, as the SDK's writer takes it.
 
@@ -321,6 +336,7 @@ class _Exchange(_ClosedOnExit):
         self._owners: dict[types.RequestId, deque[_Owner]] = {}
         self._in_flight = 0
         self._settled = trio.Event()
+        self._asked: set[types.RequestId] = set()  # the server's requests the client owes
         self._initialize_id: types.RequestId | None = None
         self.version: str | None = None
         """The protocol version the ``initialize`` handshake negotiated, once it has."""
@@ -328,9 +344,16 @@ class _Exchange(_ClosedOnExit):
     def __len__(self) -> int:
         return self._in_flight
 
+    @property
+    def full(self) -> bool:
+        """Whether `limit` requests are in flight: no other may be handed to the SDK now."""
+        return self._in_flight >= self.limit
+
     def track(self, message: types.JSONRPCMessage, owner: _Owner) -> SessionMessage:
         """`message`, about to be handed to the SDK; a request now counts as in flight."""
         if not isinstance(message, types.JSONRPCRequest):
+            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                self._asked.discard(message.id)  # the client answered one of ours
             return SessionMessage(message)
         request_id = message.id
         self._owners.setdefault(request_id, deque()).append(owner)
@@ -346,8 +369,13 @@ class _Exchange(_ClosedOnExit):
         return SessionMessage(message, ServerMessageMetadata(on_request_unanswered=unanswered))
 
     async def room(self) -> None:
-        """Return once fewer than `limit` requests are in flight."""
-        while self._in_flight >= self.limit:
+        """Return once fewer than `limit` requests are in flight, or the client owes an answer.
+
+        While a request of the server's waits for the client's answer, reading
+        never stops: the answer may come behind any number of the client's
+        own requests (see `_GuardedReadStream.receive`).
+        """
+        while self.full and not self._asked:
             await self._settled.wait()
 
     async def wait_all(self) -> None:
@@ -358,6 +386,9 @@ class _Exchange(_ClosedOnExit):
     async def send(self, item: SessionMessage, /) -> None:
         """Pass a message of the SDK's on to the writer, or hold a reply for its batch."""
         message = item.message
+        if isinstance(message, types.JSONRPCRequest):  # the server asks the client something
+            self._asked.add(message.id)
+            self._wake()
         if (
             not isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
             or message.id is None
@@ -423,6 +454,10 @@ class _Exchange(_ClosedOnExit):
 
     def _release(self, count: int) -> None:
         self._in_flight -= count
+        self._wake()
+
+    def _wake(self) -> None:
+        """Wake whoever waits in `room` or `wait_all`, to look again."""
         self._settled.set()
         self._settled = trio.Event()
 
@@ -445,7 +480,8 @@ class _GuardedReadStream(_ClosedOnExit):
     This stream answers each such line (`actors.server._jsonrpc` has the rules),
     each oversized one, and splits batches; every other message goes on.
 
-    No new line is read while the `_Exchange` is full (backpressure).
+    No new line is read while the `_Exchange` is full (backpressure), unless the
+    client owes the server an answer: then a request beyond the bound is refused.
 
     At EOF it holds the end back until every request read has its response
     on the way (at most `eof_grace` seconds): the SDK cancels the calls in
@@ -476,7 +512,7 @@ class _GuardedReadStream(_ClosedOnExit):
         """The next message the SDK should handle."""
         while True:
             await self._exchange.room()
-            if self._batch:
+            if self._batch and not self._exchange.full:
                 queued, batch = self._batch.popleft()
                 return self._exchange.track(queued, batch)
             try:
@@ -486,7 +522,10 @@ class _GuardedReadStream(_ClosedOnExit):
                 raise
             line = self._lines.handed.popleft()
             message = await self._screened(item, line)
-            if message is not None:
+            if isinstance(message, types.JSONRPCRequest) and self._exchange.full:
+                # Read only because the client owes the server an answer (see `room`).
+                await self._refuse(_busy(message.id, self._exchange.limit))
+            elif message is not None:
                 return self._exchange.track(message, None)
 
     async def _screened(
