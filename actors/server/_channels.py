@@ -47,6 +47,7 @@ __all__ = [
     "ProgressRelay",
     "SessionAsker",
     "client_log_level",
+    "sampling_params",
 ]
 
 logger = logging.getLogger("actors.mcp")
@@ -236,18 +237,7 @@ class SessionAsker:
         if capabilities is None or capabilities.sampling is None:
             msg = "cannot ask the client's model: the client did not declare sampling"
             raise CannotAskError(msg)
-        try:
-            params = types.CreateMessageRequestParams.model_validate(
-                {
-                    "messages": list(messages),
-                    "maxTokens": max_tokens,
-                    "systemPrompt": system_prompt,
-                    "temperature": temperature,
-                }
-            )
-        except ValueError as exc:
-            msg = f"the sampling messages are not MCP sampling messages: {exc}"
-            raise ValueError(msg) from None
+        params = sampling_params(messages, max_tokens, system_prompt, temperature)
         with _refusal("ask the client's model"):
             result = await self._requested(
                 types.CreateMessageRequest(params=params), types.CreateMessageResult
@@ -284,3 +274,24 @@ def _refusal(doing: str) -> Iterator[None]:
     except pydantic.ValidationError as error:
         msg = f"cannot {doing}: the client's answer is malformed ({error.error_count()} error(s))"
         raise CannotAskError(msg) from None
+
+
+def sampling_params(
+    messages: Sequence[Mapping[str, Any]],
+    max_tokens: int,
+    system_prompt: str | None,
+    temperature: float | None,
+) -> types.CreateMessageRequestParams:
+    """The params of a ``sampling/createMessage`` request; ValueError for malformed messages."""
+    try:
+        return types.CreateMessageRequestParams.model_validate(
+            {
+                "messages": list(messages),
+                "maxTokens": max_tokens,
+                "systemPrompt": system_prompt,
+                "temperature": temperature,
+            }
+        )
+    except ValueError as exc:
+        msg = f"the sampling messages are not MCP sampling messages: {exc}"
+        raise ValueError(msg) from None

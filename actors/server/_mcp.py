@@ -107,10 +107,11 @@ from ._channels import (
     client_log_level,
 )
 from ._logs import EVENT_FIELD
+from ._parking import ParkedAsker, ParkedCalls
 from ._subscriptions import (
     MAX_LISTEN_STREAMS,
     MAX_SUBSCRIPTIONS,
-    Deliveries,
+    Background,
     Subscriber,
     Subscriptions,
 )
@@ -372,6 +373,7 @@ class McpAdapter:
         self._templates = template_list(registry)
         self._prompts = prompt_list(registry)
         self._subscriptions = Subscriptions(getattr(runtime, "watch", None))
+        self._parked = ParkedCalls()
         self._closing = False
         self._in_flight = 0
         self._idle = anyio.Event()
@@ -419,11 +421,14 @@ class McpAdapter:
         return handlers
 
     @asynccontextmanager
-    async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[Deliveries]:
+    async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[Background]:
         """While the SDK serves: a task group for the tasks that send resource updates."""
         async with anyio.create_task_group() as tasks:
-            yield Deliveries(tasks)
-            tasks.cancel_scope.cancel()  # the deliveries of connections still open
+            try:
+                yield Background(tasks)
+            finally:
+                self._parked.abandon_all()  # their clients cannot come back with answers
+                tasks.cancel_scope.cancel()  # the deliveries of connections still open
 
     @property
     def in_flight(self) -> int:
@@ -471,12 +476,17 @@ class McpAdapter:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         attempt = _Attempt(params.name, self._identify(ctx), time.perf_counter())
         call = {"name": params.name, "arguments": params.arguments, "_meta": params.meta}
         self._enter()
         try:
-            report = await self._run(call, attempt, ctx)
+            if params.request_state is None:
+                report = await self._run(call, attempt, ctx)
+            else:  # a 2026-era client coming back with the answers to a parked call's question
+                report = await self._resume(params, attempt)
+        except MCPError:
+            raise
         except Exception:
             # A bug here, not the caller's fault: keep the details in the log.
             attempt.outcome = "internal_error"
@@ -486,6 +496,8 @@ class McpAdapter:
         finally:
             self._leave()
             attempt.log()
+        if isinstance(report, types.InputRequiredResult):
+            return report
         if report.result is None:
             raise MCPError(types.INVALID_PARAMS, report.error)
         return types.CallToolResult.model_validate(report.result.to_wire())
@@ -494,7 +506,7 @@ class McpAdapter:
 
     async def _run(
         self, call: dict[str, Any], attempt: _Attempt, ctx: ServerRequestContext[Any, Any]
-    ) -> _Report:
+    ) -> _Report | types.InputRequiredResult:
         """Apply the caller's rules, run the call, and record in `attempt` how it ended."""
         if self._closing:
             attempt.outcome = "shutting_down"
@@ -519,6 +531,8 @@ class McpAdapter:
         attempt.context = prepared.context
         if self._end_connection_sessions:
             self._end_with_connection(ctx, prepared.context.session_id, attempt.caller)
+        if tool.signature.ask_parameter is not None and _speaks_2026(ctx):
+            return await self._run_parked(prepared, ctx, attempt)
         try:
             if tool.signature.injects:
                 result = await self._run_with_channels(prepared, ctx)
@@ -528,6 +542,68 @@ class McpAdapter:
             return self._refusal(exc, tool, attempt)
         attempt.outcome = "tool_error" if result.is_error else "ok"
         return _Report(result)
+
+    async def _run_parked(
+        self, prepared: PreparedCall, ctx: ServerRequestContext[Any, Any], attempt: _Attempt
+    ) -> _Report | types.InputRequiredResult:
+        """Run a call that may ask its 2026-era client something, parked in the server's task.
+
+        Returns its result, or its first question for the client to answer
+        (see `actors.server._parking`). Its log and progress go nowhere: no
+        request stays open for them.
+        """
+        tool = prepared.tool
+        parked = self._parked.park(attempt.caller, tool.full_name, prepared.context)
+        asker = ParkedAsker(parked, ctx.session.client_capabilities)
+
+        async def call() -> _Report:
+            try:
+                result = await self._runtime.run(prepared, ask=asker)
+            except RuntimeCallError as exc:
+                return self._refusal(exc, tool, _Attempt(tool.full_name, attempt.caller, 0.0))
+            return _Report(result)
+
+        report: _Report | types.InputRequiredResult
+        if parked is None:  # too many parked already: its questions fail at once
+            report = await call()
+        else:
+            background: Background = ctx.lifespan_context
+            background.start_soon(self._parked.run, parked, call)
+            report = await parked.next_step()
+        return self._stepped(report, attempt)
+
+    async def _resume(
+        self, params: types.CallToolRequestParams, attempt: _Attempt
+    ) -> _Report | types.InputRequiredResult:
+        """The retry of a parked call: hand it the answers, then wait for its next step."""
+        assert params.request_state is not None
+        try:
+            tool = self._runtime.registry.resolve(params.name).full_name
+        except UnknownToolError as exc:
+            attempt.outcome = "unknown_tool"
+            return _Report(error=str(exc))
+        parked = self._parked.find(params.request_state, attempt.caller, tool)
+        if parked is None:
+            attempt.outcome = "unknown_request_state"
+            msg = (
+                "requestState names no call of this client waiting for an answer: it ended, "
+                "its answer came too late, or it is not this client's; call the tool again"
+            )
+            raise MCPError(types.INVALID_PARAMS, msg)
+        attempt.context = parked.context
+        parked.answer(params.input_responses)
+        return self._stepped(await parked.next_step(), attempt)
+
+    @staticmethod
+    def _stepped(
+        step: _Report | types.InputRequiredResult, attempt: _Attempt
+    ) -> _Report | types.InputRequiredResult:
+        """`step` of a parked call, its outcome recorded in `attempt`."""
+        if isinstance(step, types.InputRequiredResult):
+            attempt.outcome = "input_required"
+        elif step.result is not None:
+            attempt.outcome = "tool_error" if step.result.is_error else "ok"
+        return step
 
     async def _run_with_channels(
         self, prepared: PreparedCall, ctx: ServerRequestContext[Any, Any]
@@ -779,7 +855,7 @@ class McpAdapter:
         subscriber = connection.state.get(_SUBSCRIBER)
         if subscriber is None:
             subscriber = connection.state[_SUBSCRIBER] = Subscriber()
-            running: Deliveries = ctx.lifespan_context
+            running: Background = ctx.lifespan_context
             delivering = running.deliver(subscriber, ctx.session.send_resource_updated)
             connection.exit_stack.callback(self._unsubscribed, subscriber, delivering)
         try:
@@ -864,6 +940,11 @@ class McpAdapter:
 
 _SUBSCRIBER: Final = "mcp-actors/subscriber"
 """Where a connection's state keeps what it subscribed to (``resources/subscribe``)."""
+
+
+def _speaks_2026(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the request's connection speaks 2026-07-28 or later (no requests mid-call)."""
+    return connection_of(ctx).protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
 def _meta_of(params: types.RequestParams) -> Mapping[str, Any] | None:

@@ -29,18 +29,18 @@ with no subscription, a call pays nothing for the feature.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import anyio
 import anyio.abc
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Coroutine
 
     from .._prepare import Route
     from .._runtime import Watcher
 
-__all__ = ["MAX_LISTEN_STREAMS", "MAX_SUBSCRIPTIONS", "Deliveries", "Subscriber", "Subscriptions"]
+__all__ = ["MAX_LISTEN_STREAMS", "MAX_SUBSCRIPTIONS", "Background", "Subscriber", "Subscriptions"]
 
 logger = logging.getLogger("actors.mcp")
 
@@ -81,15 +81,21 @@ class Subscriber:
 
 
 @final
-class Deliveries:
-    """The server's task group for the updates of connections' subscriptions (to 2025-11-25).
+class Background:
+    """The server's own task group, for work that outlives a request while the server runs.
 
-    One task per connection that subscribed, cancelled when that connection
-    closes; the group itself ends when the server stops serving.
+    The updates of a connection's subscriptions (to 2025-11-25): one task per
+    connection that subscribed, cancelled when it closes. The parked calls of
+    2026-era clients (`actors.server._parking`). The group ends when the
+    server stops serving.
     """
 
     def __init__(self, tasks: anyio.abc.TaskGroup) -> None:
         self._tasks = tasks
+
+    def start_soon(self, work: Callable[..., Coroutine[Any, Any, Any]], *arguments: Any) -> None:
+        """Run ``work(*arguments)`` in the server's task group."""
+        self._tasks.start_soon(work, *arguments)
 
     def deliver(
         self, subscriber: Subscriber, send: Callable[[str], Awaitable[None]]
