@@ -228,6 +228,16 @@ async def test_elicitation_sep1330_enums(state: Fixtures, ask: Ask) -> str:
     return f"Elicitation completed: action={answer.action}, content={_json(answer.content)}"
 
 
+@conformance.tool
+def test_reconnection(state: Fixtures) -> str:
+    """Tests SSE stream disconnection and client reconnection (SEP-1699).
+
+    Its result goes out on the call's own stream, which starts with a priming
+    event and a retry interval, so a client whose connection drops resumes it.
+    """
+    return "Reconnection test completed successfully."
+
+
 @attrs.frozen
 class Address:
     """A postal address."""

@@ -514,6 +514,8 @@ class Gate:
             await self._open(scope, receive, send, principal, request_id, initialize)
             return
         session = self._sessions.enter(session_id, principal, scope["path"])
+        if session is not None:
+            scope = _at_negotiated_version(scope, session.version)
         status: int | None = None
 
         async def watch(message: Message) -> None:
@@ -677,6 +679,25 @@ def _may_open_a_session(scope: Scope) -> bool:
     """
     version = Headers(scope=scope).get(MCP_PROTOCOL_VERSION_HEADER)
     return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def _at_negotiated_version(scope: Scope, negotiated: str) -> Scope:
+    """`scope`, its protocol version header raised to the session's if it names an older one.
+
+    The SDK reads what a request's stream may carry from that header alone:
+    a session that negotiated 2025-11-25 but sends ``2025-03-26`` (the
+    conformance suite's raw requests do) would lose the priming event and the
+    retry field that let its client resume the stream. A session speaks what
+    its ``initialize`` negotiated; a header naming a newer version, or none,
+    is left to the SDK to judge.
+    """
+    header = MCP_PROTOCOL_VERSION_HEADER.encode()
+    sent = next((value for name, value in scope["headers"] if name.lower() == header), None)
+    version = None if sent is None else sent.decode("latin-1")
+    if version is None or version not in HANDSHAKE_PROTOCOL_VERSIONS or version >= negotiated:
+        return scope  # the dates of versions compare as strings
+    headers = [(name, value) for name, value in scope["headers"] if name.lower() != header]
+    return {**scope, "headers": [*headers, (header, negotiated.encode("latin-1"))]}
 
 
 def _negotiated(initialize: Mapping[str, Any] | None) -> str:
