@@ -21,7 +21,7 @@ import trio.testing
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
-from actors import Ask, RuntimeConfig, ToolModule, open_runtime
+from actors import Ask, Log, RuntimeConfig, ToolModule, open_runtime
 from actors.server import _parking
 from actors.testing import connect
 from protocol import Caller, Scope
@@ -219,3 +219,36 @@ async def test_when_the_server_stops_a_waiting_question_fails_and_the_key_is_fre
             async with connect(runtime) as client:
                 seen = await client.call_tool("guests__listing", party)
     assert text_of(seen) == "nobody"
+
+
+@guests.tool
+async def greet(state: Guests, ask: Ask, log: Log) -> str:
+    """Log, ask a name, log again."""
+    log.info("before the question")
+    answer = await ask.user("Who comes?", FORM)
+    log.info(f"after the answer: {answer.action}")
+    return "greeted"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_what_a_tool_logs_reaches_the_client_in_order_with_its_question(mode: str) -> None:
+    """In both eras, a message logged before the question comes before it, the rest after."""
+    heard: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        heard.append(str(params.data))
+
+    async def on_question(_context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        heard.append(f"asked: {params.message}")
+        return types.ElicitResult(action="decline")
+
+    async with connect(
+        [guests],
+        mode=mode,
+        log_level="info",
+        logging_callback=on_log,
+        elicitation_callback=on_question,
+    ) as client:
+        result = await client.call_tool("guests__greet", {})
+    assert text_of(result) == "greeted"
+    assert heard == ["before the question", "asked: Who comes?", "after the answer: decline"]

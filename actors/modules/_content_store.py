@@ -616,7 +616,34 @@ def content_store_with(limits: ContentLimits) -> ToolModule[ContentStoreState]:
         structured=_SearchData,
         **reads,
     )
+    module.resource("content://documents", title="Documents", mime_type="application/json")(
+        documents
+    )
+    module.resource("content://documents/{document_id}", title="A document")(document)
+    module.completion("content://documents/{document_id}", "document_id")(document_ids)
     return module
+
+
+def documents(state: ContentStoreState) -> dict[str, Any]:
+    """The documents of this session's store: id, filename, size and lines of each (JSON)."""
+    return {"items": [item.summary() for item in state.items.values()]}
+
+
+def document(
+    state: ContentStoreState,
+    document_id: Annotated[str, "The document's id, from content://documents."],
+) -> str:
+    """One document of this session's store, whole, as text."""
+    item = state.items.get(document_id)
+    if item is None:
+        msg = f"Error: no document {document_id!r} in this session's store"
+        raise ToolError(msg)
+    return item.content.decode()
+
+
+def document_ids(state: ContentStoreState, typed: str) -> list[str]:
+    """The ids of this session's documents that start with what was typed."""
+    return [item_id for item_id in state.items if item_id.startswith(typed)]
 
 
 content_store: Final[ToolModule[ContentStoreState]] = content_store_with(ContentLimits())

@@ -133,3 +133,10 @@ def mark_todo(state: PlanningState, todo_id: Annotated[str, "The todo's id."]) -
 def get_planning_state(state: PlanningState) -> str:
     """Show the whole plan: goals, their todos and whether each is done."""
     return state.render()
+
+
+@planning.resource("planning://plan", title="The plan", mime_type="text/plain")
+def plan(state: PlanningState) -> str:
+    """This conversation's plan: its goals with their todos, done or not, as get_planning_state
+    shows it."""
+    return state.render()

@@ -151,3 +151,11 @@ def list_playbooks(state: PlaybookStoreState, context: ToolContext) -> CallResul
     mine = [p.to_data() for p in state.playbooks.values() if caller is None or p.owner == caller]
     lines = [f"- {p['id']}: {p['name']}" for p in mine] or ["No playbooks."]
     return CallResult.both("\n".join(lines), {"playbooks": mine, "count": len(mine)})
+
+
+@playbook_store.resource("playbooks://mine", title="My playbooks")
+def my_playbooks(state: PlaybookStoreState, context: ToolContext) -> dict[str, Any]:
+    """The calling assistant's playbooks, and the one it selected (JSON)."""
+    caller = context.assistant_id
+    mine = [p.to_data() for p in state.playbooks.values() if caller is None or p.owner == caller]
+    return {"playbooks": mine, "selected": state.selected.get(caller)}

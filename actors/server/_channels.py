@@ -30,7 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .._client import LOG_LEVELS, Answer, CannotAskError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 
     from mcp.server.context import ServerRequestContext
     from mcp.server.session import ServerSession
@@ -43,11 +43,13 @@ __all__ = [
     "LOG_LEVEL_STATE",
     "LOG_QUEUE",
     "PROGRESS_INTERVAL",
+    "LogQueue",
     "LogRelay",
     "ProgressRelay",
     "SessionAsker",
     "client_log_level",
     "sampling_params",
+    "send_logs",
 ]
 
 logger = logging.getLogger("actors.mcp")
@@ -133,24 +135,20 @@ class ProgressRelay:
 
 
 @final
-class LogRelay:
-    """Sends one call's log messages to its client, in order, from a bounded queue.
+class LogQueue:
+    """One call's log messages waiting to be sent: in order, bounded, the dropped ones counted.
 
     Messages below the client's level are dropped as they come. The queue
     holds `LOG_QUEUE` messages; beyond, messages are dropped and counted, and
-    the count is sent (at ``warning``) once there is room again. A message
-    that cannot be sent (the client left) ends the relaying, never the call.
+    the count goes out (at ``warning``) after the messages that were kept.
     """
 
-    def __init__(self, session: ServerSession, request_id: types.RequestId | None, level: str):
-        self._session = session
-        self._request_id = request_id
+    def __init__(self, level: str) -> None:
         self._least = LOG_LEVELS.index(level) if level in LOG_LEVELS else 0
         self._queue: deque[LogMessage] = deque()
         self._dropped = 0
-        self._wake = anyio.Event()
-        self._finished = False
-        self._broken = False
+        self.wake = anyio.Event()
+        """Set when a message is queued."""
 
     def hear(self, message: LogMessage) -> None:
         """Queue `message` if the client wants its level and there is room (runtime's loop)."""
@@ -160,51 +158,95 @@ class LogRelay:
             self._dropped += 1
             return
         self._queue.append(message)
-        self._wake.set()
+        self.wake.set()
+
+    def take(self) -> list[tuple[LogLevel, str, str | None]]:
+        """Every queued message as (level, text, logger), then how many were dropped, if any."""
+        taken: list[tuple[LogLevel, str, str | None]] = [
+            (message.level, message.text, message.logger) for message in self._queue
+        ]
+        self._queue.clear()
+        if self._dropped:
+            taken.append(("warning", f"{self._dropped} log message(s) dropped", None))
+            self._dropped = 0
+        return taken
+
+
+async def send_logs(
+    queue: LogQueue, session: ServerSession, request_id: types.RequestId | None
+) -> bool:
+    """Send what `queue` holds, on the stream of request `request_id`; False if it failed."""
+    try:
+        with warnings.catch_warnings():
+            # Deprecated for the 2026-07-28 era, where the SDK scopes it to the request.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            for level, text, name in queue.take():
+                await session.send_log_message(
+                    level, text, logger=name, related_request_id=request_id
+                )
+    except Exception:
+        logger.debug("a log message could not be sent; no more for this call", exc_info=True)
+        return False
+    return True
+
+
+@final
+class LogRelay:
+    """Sends one call's log messages to its client as they come (see `LogQueue`).
+
+    A message that cannot be sent (the client left) ends the relaying, never
+    the call. `drain` sends what is queued at once: a question the tool asks
+    goes out after the messages it logged before.
+    """
+
+    def __init__(self, session: ServerSession, request_id: types.RequestId | None, level: str):
+        self.queue: Final = LogQueue(level)
+        self._session = session
+        self._request_id = request_id
+        self._sending = anyio.Lock()
+        self._finished = False
+        self._broken = False
+
+    def hear(self, message: LogMessage) -> None:
+        """Queue `message` (called on the runtime's loop)."""
+        self.queue.hear(message)
 
     def finish(self) -> None:
         """No more messages will come: send what is queued, then stop."""
         self._finished = True
-        self._wake.set()
+        self.queue.wake.set()
 
     async def send_until_finished(self) -> None:
         """Send queued messages in order until `finish` and the queue is empty."""
         while True:
-            await self._wake.wait()
-            self._wake = anyio.Event()
-            while self._queue:
-                await self._send(self._queue.popleft())
-                if self._dropped and not self._queue:
-                    dropped, self._dropped = self._dropped, 0
-                    await self._send_text("warning", f"{dropped} log message(s) dropped")
+            await self.queue.wake.wait()
+            self.queue.wake = anyio.Event()
+            await self.drain()
             if self._finished:
                 return
 
-    async def _send(self, message: LogMessage) -> None:
-        await self._send_text(message.level, message.text, message.logger)
-
-    async def _send_text(self, level: LogLevel, text: str, name: str | None = None) -> None:
-        if self._broken:
-            return
-        try:
-            with warnings.catch_warnings():
-                # Deprecated for the 2026-07-28 era, where the SDK scopes it to the request.
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
-                await self._session.send_log_message(
-                    level, text, logger=name, related_request_id=self._request_id
-                )
-        except Exception:
-            self._broken = True
-            logger.debug("a log message could not be sent; no more for this call", exc_info=True)
+    async def drain(self) -> None:
+        """Send what is queued now, in order."""
+        async with self._sending:
+            if not self._broken:
+                self._broken = not await send_logs(self.queue, self._session, self._request_id)
 
 
 @final
 class SessionAsker:
     """Sends a tool's questions to the client of its call, as requests related to the call."""
 
-    def __init__(self, session: ServerSession, request_id: types.RequestId | None) -> None:
+    def __init__(
+        self,
+        session: ServerSession,
+        request_id: types.RequestId | None,
+        before: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Questions on `session`, related to request `request_id`; `before` runs before each
+        (the call's log relay sends what the tool logged before it asked)."""
         self._session = session
         self._request_id = request_id
+        self._before = before
 
     async def elicit(self, message: str, schema: Mapping[str, Any]) -> Answer:
         """Ask the user to fill in a form; raises CannotAskError when the client cannot."""
@@ -249,6 +291,8 @@ class SessionAsker:
         raise CannotAskError(msg)
 
     async def _requested(self, request: Any, result_type: Any) -> Any:
+        if self._before is not None:
+            await self._before()
         return await self._session.send_request(
             request,
             result_type,

@@ -101,10 +101,12 @@ from ..store import StoreError
 from ._catalog import prompt_list, resource_list, template_list
 from ._channels import (
     LOG_LEVEL_STATE,
+    LogQueue,
     LogRelay,
     ProgressRelay,
     SessionAsker,
     client_log_level,
+    send_logs,
 )
 from ._logs import EVENT_FIELD
 from ._parking import ParkedAsker, ParkedCalls
@@ -484,7 +486,7 @@ class McpAdapter:
             if params.request_state is None:
                 report = await self._run(call, attempt, ctx)
             else:  # a 2026-era client coming back with the answers to a parked call's question
-                report = await self._resume(params, attempt)
+                report = await self._resume(params, attempt, ctx)
         except MCPError:
             raise
         except Exception:
@@ -549,16 +551,20 @@ class McpAdapter:
         """Run a call that may ask its 2026-era client something, parked in the server's task.
 
         Returns its result, or its first question for the client to answer
-        (see `actors.server._parking`). Its log and progress go nowhere: no
-        request stays open for them.
+        (see `actors.server._parking`). What it logs goes out with the
+        response of each round; its progress goes nowhere: no request stays
+        open for it.
         """
         tool = prepared.tool
         parked = self._parked.park(attempt.caller, tool.full_name, prepared.context)
         asker = ParkedAsker(parked, ctx.session.client_capabilities)
+        logs = None if tool.signature.log_parameter is None else LogQueue(client_log_level(ctx))
 
         async def call() -> _Report:
             try:
-                result = await self._runtime.run(prepared, ask=asker)
+                result = await self._runtime.run(
+                    prepared, ask=asker, log=None if logs is None else logs.hear
+                )
             except RuntimeCallError as exc:
                 return self._refusal(exc, tool, _Attempt(tool.full_name, attempt.caller, 0.0))
             return _Report(result)
@@ -567,13 +573,19 @@ class McpAdapter:
         if parked is None:  # too many parked already: its questions fail at once
             report = await call()
         else:
+            parked.logs = logs
             background: Background = ctx.lifespan_context
             background.start_soon(self._parked.run, parked, call)
             report = await parked.next_step()
+        if logs is not None:
+            await send_logs(logs, ctx.session, ctx.request_id)
         return self._stepped(report, attempt)
 
     async def _resume(
-        self, params: types.CallToolRequestParams, attempt: _Attempt
+        self,
+        params: types.CallToolRequestParams,
+        attempt: _Attempt,
+        ctx: ServerRequestContext[Any, Any],
     ) -> _Report | types.InputRequiredResult:
         """The retry of a parked call: hand it the answers, then wait for its next step."""
         assert params.request_state is not None
@@ -592,7 +604,10 @@ class McpAdapter:
             raise MCPError(types.INVALID_PARAMS, msg)
         attempt.context = parked.context
         parked.answer(params.input_responses)
-        return self._stepped(await parked.next_step(), attempt)
+        step = await parked.next_step()
+        if parked.logs is not None:  # what it logged since the last round
+            await send_logs(parked.logs, ctx.session, ctx.request_id)
+        return self._stepped(step, attempt)
 
     @staticmethod
     def _stepped(
@@ -620,7 +635,12 @@ class McpAdapter:
             if signature.log_parameter is None
             else LogRelay(session, ctx.request_id, client_log_level(ctx))
         )
-        ask = None if signature.ask_parameter is None else SessionAsker(session, ctx.request_id)
+        before = None if log is None else log.drain  # what it logged goes out before it asks
+        ask = (
+            None
+            if signature.ask_parameter is None
+            else SessionAsker(session, ctx.request_id, before)
+        )
         relays = [relay for relay in (progress, log) if relay is not None]
         async with anyio.create_task_group() as relaying:
             for relay in relays:

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
     from protocol import Caller, ToolContext
 
+    from ._channels import LogQueue
+
 __all__ = ["KEPT", "MAX_PARKED", "MAX_PARKED_PER_CALLER", "ParkedCall", "ParkedCalls"]
 
 MAX_PARKED: Final = 1000
@@ -84,6 +86,8 @@ class ParkedCall:
         self._changed = anyio.Event()
         self.collected = anyio.Event()
         """Set once a request took the result."""
+        self.logs: LogQueue | None = None
+        """What the tool logged and no response carried yet (for a tool that takes a Log)."""
 
     # ---- the handler's side ---------------------------------------------------
 
