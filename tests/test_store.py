@@ -346,6 +346,55 @@ class TestSqlite:
                 blocker.close()
             assert await store.save(key(), b"v2", 1) == 2
 
+    async def test_a_save_waits_for_a_session_delete_rather_than_fail_on_its_lock(
+        self, tmp_path: Path
+    ) -> None:
+        """A session's delete holds SQLite's write lock (long, on a slow disk): a save of
+        another session meanwhile waits its turn and succeeds, rather than failing its call
+        with "database is locked" once the busy timeout runs out."""
+        async with opened(f"sqlite:///{tmp_path / 'state.db'}") as store:
+            await store.save(key("ending"), b"gone", None)
+            await store.save(key("busy"), b"v1", None)
+            backend = store._backend  # type: ignore[attr-defined]
+            backend._writer.execute("PRAGMA busy_timeout=50")
+            holding, release = threading.Event(), threading.Event()
+
+            def slow_delete(session: str) -> int:
+                with backend._maintenance() as connection:
+                    connection.execute("BEGIN IMMEDIATE")
+                    deleted: int = connection.execute(
+                        "DELETE FROM actor_state WHERE session = ?", (session,)
+                    ).rowcount
+                    holding.set()
+                    release.wait(30)
+                    connection.execute("COMMIT")
+                    return deleted
+
+            backend.delete_session = slow_delete
+            outcomes: dict[str, object] = {}
+
+            async def save() -> None:
+                try:
+                    outcomes["save"] = await store.save(key("busy"), b"v2", 1)
+                except StoreError as error:
+                    outcomes["save"] = error
+
+            async def delete() -> None:
+                outcomes["delete"] = await store.delete_session("ending")
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(delete)
+                await trio.to_thread.run_sync(holding.wait, 30)
+                nursery.start_soon(save)
+                writes: trio.CapacityLimiter = store._writes  # type: ignore[attr-defined]
+                with trio.fail_after(30):
+                    # Either the save failed on the lock, or it waits for its turn.
+                    while "save" not in outcomes and not writes.statistics().tasks_waiting:  # noqa: ASYNC110
+                        await trio.sleep(0.01)
+                release.set()
+            assert outcomes == {"delete": 1, "save": 2}
+            assert await store.entries(session="ending") == []
+
     @pytest.mark.parametrize(
         "url", ["sqlite://state.db", "sqlite:///", "redis://x", "file.db", "sqlite:////"]
     )

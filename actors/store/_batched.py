@@ -148,6 +148,8 @@ class _Queue(Generic[ItemT, ResultT]):
     split: bool = False
     """Whether a batch that failed on one row's content (BatchRolledBack) is run again
     one item at a time, so that no row fails another's."""
+    limiter: trio.CapacityLimiter | None = None
+    """What the worker thread of a batch waits for (None: trio's default)."""
     waiting: list[_Waiter[ItemT, ResultT]] = attrs.field(factory=list)
     wake: trio.Event = attrs.field(factory=trio.Event)
 
@@ -185,7 +187,7 @@ class _Queue(Generic[ItemT, ResultT]):
         items = [waiter.item for waiter in batch]
         # Not abandoned on cancellation: a commit in flight is waited for,
         # so that closing the store never leaves a transaction half-told.
-        outcomes = await trio.to_thread.run_sync(self._outcomes, items)
+        outcomes = await trio.to_thread.run_sync(self._outcomes, items, limiter=self.limiter)
         for waiter, outcome in zip(batch, outcomes, strict=True):
             if isinstance(outcome, StoreError):
                 waiter.error = outcome
@@ -228,13 +230,21 @@ class BatchedStore:
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
+        # Saves and the rare other writes (deleting a session, marking keys used,
+        # sweeping) take turns: run side by side on connections of their own, a
+        # burst of session ends could hold SQLite's write lock while a save waited
+        # past its busy timeout ("database is locked") and failed its call.
+        self._writes = trio.CapacityLimiter(1)
         self._saves: _Queue[Write, int | Conflict] = _Queue(
-            lambda writes: backend.commit(writes, time.time()), "save", backend.url, split=True
+            lambda writes: backend.commit(writes, time.time()),
+            "save",
+            backend.url,
+            split=True,
+            limiter=self._writes,
         )
         self._loads: _Queue[str, tuple[int, bytes] | None] = _Queue(
             backend.load_many, "load", backend.url
         )
-        self._admin = trio.CapacityLimiter(1)
 
     @property
     def url(self) -> str:
@@ -287,7 +297,7 @@ class BatchedStore:
         self, what: str, call: Callable[..., ResultT], *arguments: Any
     ) -> ResultT:
         try:
-            return await trio.to_thread.run_sync(call, *arguments, limiter=self._admin)
+            return await trio.to_thread.run_sync(call, *arguments, limiter=self._writes)
         except StoreError:
             raise
         except Exception as exc:
