@@ -309,14 +309,20 @@ def _check_answer(schema: Mapping[str, Any], content: Mapping[str, Any]) -> None
     for name, value in content.items():
         field = properties.get(name)
         if field is None:
-            msg = f"the client answered a field the form does not have: {name!r:.80}"
+            msg = (
+                "cannot ask the user: the client answered a field the form does not have: "
+                f"{name!r:.80}"
+            )
             raise CannotAskError(msg)
         kind = field["type"]
         fits = isinstance(value, _JSON_TYPES[kind]) and (
             kind == "boolean" or not isinstance(value, bool)
         )
         if not fits:
-            msg = f"the client answered {name!r} with {type(value).__name__}, not {kind}"
+            msg = (
+                f"cannot ask the user: the client answered {name!r:.80} with "
+                f"{type(value).__name__}, not {kind}"
+            )
             raise CannotAskError(msg)
 
 

@@ -170,15 +170,19 @@ def prepare_completion(
         return Completions(())
     completion = registry.completion(kind, target, argument)
     if completion is None:
-        listed = properties[argument].get("enum", ())
-        found = [
-            choice for choice in listed if isinstance(choice, str) and choice.startswith(value)
-        ]
+        found = [choice for choice in _choices(properties[argument]) if choice.startswith(value)]
         return Completions(tuple(found[:MAX_COMPLETIONS]), len(found) > MAX_COMPLETIONS)
     operation = completion.operation
     (parameter,) = operation.signature.input_schema["properties"]
     params = {"name": operation.full_name, "arguments": {parameter: value}, "_meta": meta}
     return _prepared(operation, params, operation.full_name, policy, caller)
+
+
+def _choices(schema: Mapping[str, Any]) -> list[str]:
+    """The string values `schema` lists: its ``enum``, or its union members' (``X | None``)."""
+    members = [schema, *schema.get("anyOf", ()), *schema.get("oneOf", ())]
+    listed = [choice for member in members for choice in member.get("enum", ())]
+    return [choice for choice in dict.fromkeys(listed) if isinstance(choice, str)]
 
 
 def _arguments_of(registry: Registry, kind: str, target: str) -> Mapping[str, Any]:

@@ -70,20 +70,20 @@ class Registry:
             self._claim(self._by_name, "tool", tool.full_name, module)
             self._by_name[tool.full_name] = tool
             self._by_name[BUILTIN_PREFIX + tool.full_name] = tool
-            self._operations[tool.full_name] = tool
+            self._add_operation(tool)
         for resource in module.resources.values():
             self._add_resource(resource)
         for prompt in module.prompts.values():
             self._claim(self._prompts, "prompt", prompt.name, module)
             self._prompts[prompt.name] = prompt
-            self._operations[prompt.operation.full_name] = prompt.operation
+            self._add_operation(prompt.operation)
         for completion in module.completions:
             kind = "ref/resource" if "://" in completion.target else "ref/prompt"
             target = completion.target
             if kind == "ref/prompt":
                 target = module.prompts[completion.target].name
             self._completions[kind, target, completion.argument] = completion
-            self._operations[completion.operation.full_name] = completion.operation
+            self._add_operation(completion.operation)
 
     @staticmethod
     def _claim(listed: dict[str, Any], kind: str, name: str, module: ToolModule[object]) -> None:
@@ -110,7 +110,24 @@ class Registry:
             self._static[template.text] = resource
         else:
             self._templates.append(resource)
-        self._operations[resource.operation.full_name] = resource.operation
+        self._add_operation(resource.operation)
+
+    def _add_operation(self, operation: Tool) -> None:
+        """Index what a shard may be sent by name: one name, one operation.
+
+        A module's names never clash (it refuses them), but two modules that
+        are not namespaced may name a tool of one and a resource, prompt or
+        completion of the other alike; a shard would then run the wrong one.
+        """
+        other = self._operations.get(operation.full_name)
+        if other is not None:
+            msg = (
+                f"modules {other.module.name!r} and {operation.module.name!r} both have "
+                f"an operation named {operation.full_name!r} (a tool, or what a resource, "
+                "prompt or completion runs as); rename one, or namespace the modules"
+            )
+            raise ValueError(msg)
+        self._operations[operation.full_name] = operation
 
     def _index_base_names(self) -> None:
         owners: dict[str, list[Tool]] = {}

@@ -681,6 +681,13 @@ class Runtime:
             except Exception:  # a watcher's bug must not reach the call or the actor
                 logger.exception("a watcher failed on a change of %s", route)
 
+    def _tell_watchers_ended(self, session_id: str) -> None:
+        for watcher in tuple(self._watchers):
+            try:
+                watcher.session_ended(session_id)
+            except Exception:  # the session is ended already: every other watcher hears it
+                logger.exception("a watcher failed on the end of session %r", session_id)
+
     async def run(
         self,
         call: PreparedCall,
@@ -1352,8 +1359,7 @@ class Runtime:
             doomed = [a for a in self._running if a.key.context.session_id == session_id]
             await self._stop_actors(doomed, StopReason.SESSION_ENDED)
             deleted = 0 if self._store is None else await self._store.delete_session(session_id)
-            for watcher in tuple(self._watchers):
-                watcher.session_ended(session_id)
+            self._tell_watchers_ended(session_id)
             return deleted
         finally:
             self._ending[session_id] -= 1

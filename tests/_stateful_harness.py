@@ -3,14 +3,16 @@
 Rules of a `RuleBasedStateMachine` are synchronous, so a machine serves its
 runtime from a trio loop in a background thread (`TrioThread`) and submits
 each batch of calls with `trio.from_thread.run`: `run_lanes` runs each
-lane's calls one after the other and all lanes concurrently.
+lane's calls one after the other and all lanes concurrently. `run_requests`
+does the same with requests of any kind (a resource read, a prompt get)
+made by functions of the runtime, whose context travels in `context_meta`.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import pytest
 import trio
@@ -35,10 +37,14 @@ __all__ = [
     "TrioThread",
     "call_params",
     "check_live_actors",
+    "context_meta",
     "failure_of",
     "machine_settings",
     "run_lanes",
+    "run_requests",
 ]
+
+T = TypeVar("T")
 
 # A small pool, so keys collide often. It holds an assistant named "none" and
 # a thread named "default", the strings the replaced design's string keys used
@@ -83,6 +89,17 @@ def call_params(
     if meta:
         params["_meta"] = meta
     return params
+
+
+def context_meta(context: ToolContext, via: str) -> dict[str, str]:
+    """The ``_meta`` carrying `context` for a request with no arguments to carry it in.
+
+    A resource read or a prompt get has only ``_meta`` for the context:
+    camelCase names, or snake_case ones for the vias that use them.
+    """
+    names = _SPLIT_META_NAMES if via in {"snake_case", "split"} else _META_NAMES
+    parts = (context.session_id, context.assistant_id, context.thread_id)
+    return {name: part for name, part in zip(names, parts, strict=True) if part is not None}
 
 
 class TrioThread:
@@ -150,6 +167,22 @@ async def run_lanes(runtime: Any, lanes: list[list[dict[str, Any]]]) -> list[lis
     async def run_lane(index: int) -> None:
         for params in lanes[index]:
             results[index].append(await runtime.call(params))
+
+    async with trio.open_nursery() as nursery:
+        for index in range(len(lanes)):
+            nursery.start_soon(run_lane, index)
+    return results
+
+
+async def run_requests(
+    runtime: Any, lanes: list[list[Callable[[Any], Awaitable[T]]]]
+) -> list[list[T]]:
+    """`run_lanes` for requests of any kind: each is a function of the runtime to await."""
+    results: list[list[T]] = [[] for _ in lanes]
+
+    async def run_lane(index: int) -> None:
+        for request in lanes[index]:
+            results[index].append(await request(runtime))
 
     async with trio.open_nursery() as nursery:
         for index in range(len(lanes)):

@@ -11,8 +11,8 @@ sampling) are described at the top of ``drive.mjs``. `open_ts_client` keeps the 
 connected while the test sends steps a few at a time, to interleave it with other
 clients.
 
-The SDK is pinned in ``tests/ts_client/package-lock.json`` and installed with ``npm ci``
-once per lock file, outside the source tree, under
+The SDK is pinned in ``tests/ts_client/package-lock.json`` and installed (by
+`tests._npm.npm_installed`) with ``npm ci`` once per lock file, outside the source tree, under
 ``$XDG_CACHE_HOME/mcp-actors-tests/ts_client/<hash>`` (``~/.cache`` by default), a file
 lock keeping parallel test processes from installing it twice. Without Node.js and npm
 (or when the install fails) the tests that use it are skipped, or fail when ``CI`` is
@@ -26,28 +26,28 @@ in it (the stdio server it spawned too), whatever happened in the test.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
-import pytest
 import trio
+
+from . import _npm
+from ._npm import INSTALL_TIMEOUT as INSTALL_TIMEOUT  # the names this module always had
+from ._npm import MANIFESTS as MANIFESTS
+from ._npm import digest, npm_installed, tail
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
 
 SOURCE = Path(__file__).resolve().with_name("ts_client")
-MANIFESTS = ("package.json", "package-lock.json")
+CACHE_NAME = "ts_client"
 SCRIPTS = ("drive.mjs", "peer.mjs")
-INSTALL_TIMEOUT = 600.0  # seconds: npm ci from the registry on a slow network
 TIMEOUT = 120.0  # seconds for a whole `drive`, or for one `TsClient.run`
 CLOSE_TIMEOUT = 30.0  # seconds for the client to close (the SDK gives a stdio server ~4 s)
 
@@ -105,54 +105,9 @@ def error_of(outcome: Outcome) -> dict[str, Any]:
     return error
 
 
-def tail(log: str, size: int = 4000) -> str:
-    """The end of a log, for a failure message."""
-    return log if len(log) <= size else "…" + log[-size:]
-
-
-def _unavailable(reason: str) -> NoReturn:
-    """Skip the test, or fail it on CI, where a missing client must not pass unnoticed."""
-    if os.environ.get("CI"):
-        pytest.fail(
-            f"{reason}; CI is set, so the TypeScript client's tests must run", pytrace=False
-        )
-    pytest.skip(reason)
-
-
 def cache_root() -> Path:
     """Where installs of the client live: one folder per lock file."""
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache, "mcp-actors-tests", "ts_client")
-
-
-def _digest(*parts: bytes) -> str:
-    hasher = hashlib.sha256()
-    for part in parts:
-        hasher.update(len(part).to_bytes(8, "big") + part)
-    return hasher.hexdigest()[:16]
-
-
-def _install(folder: Path, npm: str) -> None:
-    """``npm ci`` the pinned SDK into `folder` (empty or missing), then mark it done."""
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    for name in MANIFESTS:
-        shutil.copyfile(SOURCE / name, folder / name)
-    command = [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]
-    try:
-        done = subprocess.run(
-            command,
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        _unavailable(f"`npm ci` of tests/ts_client took over {INSTALL_TIMEOUT:.0f} s")
-    if done.returncode != 0:
-        _unavailable(f"`npm ci` of tests/ts_client failed:\n{tail(done.stderr)}")
-    (folder / ".installed").touch()
+    return _npm.cache_root(CACHE_NAME)
 
 
 def _place(folder: Path, name: str) -> Path:
@@ -163,7 +118,7 @@ def _place(folder: Path, name: str) -> Path:
     """
     content = (SOURCE / name).read_bytes()
     stem, _, suffix = name.rpartition(".")
-    placed = folder / f"{stem}-{_digest(content)}.{suffix}"
+    placed = folder / f"{stem}-{digest(content)}.{suffix}"
     if not placed.exists():
         with tempfile.NamedTemporaryFile(dir=folder, delete=False) as file:
             file.write(content)
@@ -178,16 +133,7 @@ def installed() -> dict[str, Path]:
     Skips the test (fails it under ``CI``) when Node.js or npm is missing or the install
     fails.
     """
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        _unavailable("the TypeScript client's tests need Node.js and npm")
-    folder = cache_root() / _digest(*((SOURCE / name).read_bytes() for name in MANIFESTS))
-    if not (folder / ".installed").exists():
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        with (folder.parent / f"{folder.name}.lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # another test process may be installing it
-            if not (folder / ".installed").exists():
-                _install(folder, npm)
+    folder = npm_installed(SOURCE, CACHE_NAME, needed_by="the TypeScript client's tests")
     return {name: _place(folder, name) for name in SCRIPTS}
 
 

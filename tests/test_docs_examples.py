@@ -46,6 +46,7 @@ PAGES = [
     *(DOCS / "getting-started" / name for name in ("install.md", "first-tool.md")),
     *(DOCS / "getting-started" / name for name in ("serve.md", "desktop-hosts.md")),
     *(DOCS / "guides" / name for name in ("modules.md", "durable-state.md")),
+    *(DOCS / "guides" / name for name in ("resources.md", "asking.md")),
     *(DOCS / "guides" / name for name in ("embedding.md", "testing.md")),
 ]
 
@@ -63,6 +64,8 @@ PRINTING = [
             "modules_annotations",
             "modules_heavy",
             "modules_names",
+            "showing_recipes",
+            "client_asking",
             "durable_migrations",
             "embed_trio",
             "embed_asyncio",

@@ -23,6 +23,14 @@ append-only logs, and compares what the runtime returns with a model.
   submits its whole batch through `trio.from_thread.run`, where one task per
   *lane* runs the lane's calls one after the other and the lanes run
   concurrently.
+* A key's log is read four ways, each checked against the same model: the
+  ``read`` tool, the resource ``log://<module>`` (JSON), the resource
+  template ``log://<module>/{separator}`` (the entries joined) and the prompt
+  ``<module>__recap`` (one message per entry). The reads run on the key's
+  actor in its turn like calls, so they interleave with the batch's appends
+  and are checked as calls are; their context travels in ``_meta`` only.
+  A target without resources (the replaced design below, the cluster's MCP
+  client in ``tests/test_cluster_isolation.py``) reads through the tool.
 * The model maps each projected key (computed here, not by `protocol`) to its
   log. Concurrent calls to one key may be accepted in any order, so a batch
   is checked for being *some* sequential execution: every log a call returns
@@ -36,7 +44,10 @@ append-only logs, and compares what the runtime returns with a model.
 current context set by ``switch_context()`` before each call; see
 ``docs/design.md``) and variants of it with one bug each. The same machine
 runs against them, and the last tests prove that Hypothesis finds each bug
-and reports it as the invariant it breaks.
+and reports it as the invariant it breaks; among them a real runtime whose
+resource reads and prompt gets are routed to the key its module was last
+called for (a "current context" for reads alone), which only the reads'
+checks can catch.
 
 Only the default TTL is used: state that expires mid-example would diverge
 from the model (TTL has tests of its own).
@@ -46,15 +57,18 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import TYPE_CHECKING, Any, Final
+import json
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 import trio
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from actors import ToolModule, open_runtime
-from protocol import ActorKey, CallResult, Scope, ToolContext
+from actors import HandlerError, ToolModule, open_runtime, prepare_prompt, prepare_read
+from actors._resources import handler_data
+from protocol import ActorKey, CallResult, PromptResult, ResourceResult, Scope, ToolContext
 
 from ._stateful_harness import (
     CONTEXTS,
@@ -62,15 +76,19 @@ from ._stateful_harness import (
     TrioThread,
     call_params,
     check_live_actors,
+    context_meta,
     failure_of,
     machine_settings,
-    run_lanes,
+    run_requests,
 )
 from ._switch_context import open_switch_context_runtime
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
     from contextlib import AbstractAsyncContextManager
+
+    from actors import PreparedCall, Runtime
+    from actors._prepare import Route
 
 # ---- the modules under test ------------------------------------------------
 
@@ -101,7 +119,30 @@ def _log_module(name: str, scope: Scope) -> ToolModule[Log]:
         """Return the log."""
         return {"log": list(state.entries)}
 
+    @module.resource(f"log://{name}")
+    def entries(state: Log) -> dict[str, list[str]]:
+        """The log, as JSON."""
+        return {"log": list(state.entries)}
+
+    @module.resource(f"log://{name}/{{separator}}")
+    async def joined(state: Log, separator: Separator) -> str:
+        """The log's entries joined by the separator named."""
+        entries = list(state.entries)
+        # Async, with a checkpoint: a read interleaved with another call would show it.
+        await trio.lowlevel.checkpoint()
+        assert state.entries == entries, "a call ran on the state in the middle of a read"
+        return SEPARATORS[separator].join(entries)
+
+    @module.prompt
+    def recap(state: Log, heading: str = "the log") -> list[str]:
+        """A message naming the log, then one message per entry."""
+        return [heading, *state.entries]
+
     return module
+
+
+Separator = Literal["lines", "commas"]
+SEPARATORS: Final[dict[str, str]] = {"lines": "\n", "commas": ","}
 
 
 # Module name -> how many context parts (session, assistant, thread) key it.
@@ -146,27 +187,64 @@ def _show(key: Key) -> str:
     return f"{module}({', '.join(map(repr, parts))})"
 
 
+# How a key's log is read: the read tool, a resource, a resource template, a prompt.
+READS: Final = ("tool", "resource", "template", "prompt")
+
+
 @attrs.frozen
 class Op:
-    """One call: which module, for which context, append or read, context carried how."""
+    """One call: which module, for which context, append or read, context carried how.
+
+    `how` says how a read reads (one of `READS`); an append is always a tool call.
+    """
 
     module: str
     context: ToolContext
     append: bool
     via: str
+    how: str = "tool"
 
     @property
     def key(self) -> Key:
         return expected_key(self.module, self.context)
 
     def params(self, value: str | None) -> dict[str, Any]:
-        """The tools/call-shaped mapping for this call."""
+        """The tools/call-shaped mapping for this call (an append, or a read through the tool)."""
         arguments = {} if value is None else {"value": value}
         name = f"{self.module}__{'append' if self.append else 'read'}"
         return call_params(name, arguments, self.context, self.via)
 
+    @property
+    def separator(self) -> Separator:
+        """The template's separator this read asks for: the via picks one."""
+        return "lines" if self.via in {"arguments", "split"} else "commas"
+
+    def request(self, value: str | None) -> Callable[[Any], Awaitable[list[str]]]:
+        """The request making this call: a function of the target, to the log it returns."""
+        if self.append or self.how == "tool":
+            params, call = self.params(value), self.describe(value)
+            return lambda target: _call_log(target, params, call)
+        meta, call = context_meta(self.context, self.via), self.describe(value)
+        if self.how == "prompt":
+            return lambda target: _prompt_log(target, f"{self.module}__recap", meta, call)
+        uri = f"log://{self.module}"
+        if self.how == "resource":
+            return lambda target: _resource_log(target, uri, None, meta, call)
+        separator = SEPARATORS[self.separator]
+        return lambda target: _resource_log(
+            target, f"{uri}/{self.separator}", separator, meta, call
+        )
+
     def describe(self, value: str | None) -> str:
-        call = f"append({value!r})" if self.append else "read()"
+        if self.append:
+            call = f"append({value!r})"
+        else:
+            call = {
+                "tool": "read()",
+                "resource": f"resources/read log://{self.module}",
+                "template": f"resources/read log://{self.module}/{self.separator}",
+                "prompt": f"prompts/get {self.module}__recap",
+            }[self.how]
         context = (self.context.session_id, self.context.assistant_id, self.context.thread_id)
         return f"{self.module}.{call} with context {context} via {self.via}"
 
@@ -292,12 +370,58 @@ def _log_of(result: CallResult, call: str) -> list[str]:
     return log
 
 
+async def _call_log(target: Any, params: dict[str, Any], call: str) -> list[str]:
+    return _log_of(await target.call(params), call)
+
+
+async def _resource_log(
+    target: Any, uri: str, separator: str | None, meta: dict[str, str], call: str
+) -> list[str]:
+    """The log a resource read shows: JSON, or the entries joined by `separator`."""
+    try:
+        result: ResourceResult = await target.read_resource(uri, meta=meta)
+    except HandlerError as error:
+        raise AssertionError(f"{call} failed: {error}") from None
+    (contents,) = result.contents
+    assert contents.uri == uri, f"{call} returned the contents of {contents.uri}"
+    text = contents.text
+    assert text is not None, f"{call} returned no text"
+    if separator is None:
+        assert contents.mime_type == "application/json", f"{call}: {contents.mime_type}"
+        return _log_of(CallResult((), json.loads(text)), call)
+    return text.split(separator) if text else []
+
+
+async def _prompt_log(target: Any, name: str, meta: dict[str, str], call: str) -> list[str]:
+    """The log a prompt get shows: the messages after the heading."""
+    try:
+        result: PromptResult = await target.get_prompt(name, meta=meta)
+    except HandlerError as error:
+        raise AssertionError(f"{call} failed: {error}") from None
+    texts = [getattr(message.content, "text", None) for message in result.messages]
+    assert texts[0] == "the log", f"{call} returned {texts}"
+    assert all(isinstance(text, str) for text in texts), f"{call} returned {result}"
+    return texts[1:]
+
+
 # ---- the machine ----------------------------------------------------------------
 
 module_names = st.sampled_from(list(_DEPTH))
 contexts = st.sampled_from(CONTEXTS)
 vias = st.sampled_from(VIAS)
-ops = st.builds(Op, module_names, contexts, st.sampled_from((True, True, False)), vias)
+# What a call does, in one draw (so that shrinking has no separate read kind to work on):
+# two appends in three calls, the reads spread over the ways to read.
+kinds = st.sampled_from((*["append"] * (2 * len(READS)), *READS))
+# In one caller's run of calls to its key: one append in two.
+lane_kinds = st.sampled_from((*["append"] * len(READS), *READS))
+
+
+def _op(module: str, context: ToolContext, kind: str, via: str) -> Op:
+    append = kind == "append"
+    return Op(module, context, append, via, "tool" if append else kind)
+
+
+ops = st.builds(_op, module_names, contexts, kinds, vias)
 
 
 class IsolationMachine(RuleBasedStateMachine):
@@ -315,28 +439,39 @@ class IsolationMachine(RuleBasedStateMachine):
         self.counter = itertools.count()
         self.steps = 0
         self.loop = TrioThread(functools.partial(type(self).open_target, MODULES))
+        # Resources and prompts, if the target serves them; else reads go through the tool.
+        self.reads = READS if hasattr(self.loop.runtime, "read_resource") else ("tool",)
 
     def teardown(self) -> None:
         self.loop.close()
 
+    def _readable(self, op: Op) -> Op:
+        """`op`, reading through the tool if the target cannot read it as asked."""
+        return op if op.how in self.reads else attrs.evolve(op, how="tool")
+
+    def _run(self, lanes: list[list[tuple[Op, str | None]]]) -> list[list[Outcome]]:
+        """Make each lane's calls one after the other, the lanes concurrently; their outcomes."""
+        requests = [[op.request(value) for op, value in lane] for lane in lanes]
+        logs = self.loop.run(run_requests, self.loop.runtime, requests)
+        return [
+            [
+                Outcome(op, value, log, index)
+                for (op, value), log in zip(lane, lane_logs, strict=True)
+            ]
+            for index, (lane, lane_logs) in enumerate(zip(lanes, logs, strict=True))
+        ]
+
     def _run_batch(self, lanes: list[list[Op]]) -> None:
         planned = [
-            [(op, f"v{next(self.counter)}" if op.append else None) for op in lane] for lane in lanes
+            [(self._readable(op), f"v{next(self.counter)}" if op.append else None) for op in lane]
+            for lane in lanes
         ]
         for lane in planned:
             for op, value in lane:
                 self.model.setdefault(op.key, [])
                 if value is not None:
                     self.origin[value] = op.key
-        params = [[op.params(value) for op, value in lane] for lane in planned]
-        results = self.loop.run(run_lanes, self.loop.runtime, params)
-        outcomes = [
-            [
-                Outcome(op, value, _log_of(result, op.describe(value)), index)
-                for (op, value), result in zip(lane, lane_results, strict=True)
-            ]
-            for index, (lane, lane_results) in enumerate(zip(planned, results, strict=True))
-        ]
+        outcomes = self._run(planned)
         self.model.update(check_batch(outcomes, self.model, self.origin))
         self.steps += 1
 
@@ -363,30 +498,26 @@ class IsolationMachine(RuleBasedStateMachine):
 
     @rule(
         first=ops,
-        sequential=st.lists(st.tuples(st.booleans(), vias), min_size=1, max_size=3),
+        sequential=st.lists(st.tuples(lane_kinds, vias), min_size=1, max_size=3),
         others=st.lists(ops, max_size=4),
     )
     def one_callers_sequential_calls_among_concurrent_ones(
-        self, first: Op, sequential: list[tuple[bool, str]], others: list[Op]
+        self, first: Op, sequential: list[tuple[str, str]], others: list[Op]
     ) -> None:
-        lane = [first] + [
-            Op(first.module, first.context, append, via) for append, via in sequential
-        ]
+        lane = [first] + [_op(first.module, first.context, kind, via) for kind, via in sequential]
         self._run_batch([lane, *([op] for op in others)])
 
     @invariant()
     def every_touched_key_reads_exactly_its_own_history(self) -> None:
-        # Through a different context of the pool each step, when the scope allows.
+        # Through a different context of the pool each step, when the scope allows, and
+        # each key through another of the ways to read it.
         keys = list(self.model)
+        ways = itertools.islice(itertools.cycle(self.reads), self.steps, None)
         readers = [
-            Op(str(key[0]), _READERS[key][self.steps % len(_READERS[key])], False, via)
-            for key, via in zip(keys, itertools.cycle(VIAS), strict=False)
+            Op(str(key[0]), _READERS[key][self.steps % len(_READERS[key])], False, via, how)
+            for key, via, how in zip(keys, itertools.cycle(VIAS), ways, strict=False)
         ]
-        results = self.loop.run(run_lanes, self.loop.runtime, [[op.params(None)] for op in readers])
-        outcomes = [
-            Outcome(op, None, _log_of(result, op.describe(None)), index)
-            for index, (op, (result,)) in enumerate(zip(readers, results, strict=True))
-        ]
+        outcomes = [lane[0] for lane in self._run([[(op, None)] for op in readers])]
         check_no_foreign_values(outcomes, self.origin)
         for outcome in outcomes:
             expected = self.model[outcome.op.key]
@@ -440,6 +571,62 @@ class UnserializedMachine(IsolationMachine):
     )
 
 
+@asynccontextmanager
+async def open_runtime_reading_the_last_called_key(
+    modules: Iterable[ToolModule[Any]],
+) -> AsyncIterator[Runtime]:
+    """A real runtime whose reads run on the wrong actor: broken on purpose.
+
+    Its resource reads and prompt gets are routed to the key their module was
+    last called for (a "current context" for reads alone, as the replaced
+    design had for everything), or to their own key if the module was never
+    called; tool calls are routed as they should be.
+    """
+    async with open_runtime(modules) as runtime:
+        last: dict[str, Route] = {}
+        call, run = runtime.call, runtime.run
+
+        def misrouted(prepared: PreparedCall) -> PreparedCall:
+            return attrs.evolve(prepared, route=last.get(prepared.route[0], prepared.route))
+
+        async def remembering_call(params: Any, *, caller: Any = None) -> CallResult:
+            prepared = runtime.prepare(params, caller=caller)
+            last[prepared.route[0]] = prepared.route
+            return await run(prepared)
+
+        async def read_resource(
+            uri: str, *, meta: Any = None, caller: Any = None
+        ) -> ResourceResult:
+            prepared = misrouted(prepare_read(runtime.registry, uri, meta, caller=caller))
+            return ResourceResult.from_wire(handler_data(await run(prepared)))
+
+        async def get_prompt(
+            name: str, arguments: Any = None, *, meta: Any = None, caller: Any = None
+        ) -> PromptResult:
+            prepared = prepare_prompt(runtime.registry, name, arguments, meta, caller=caller)
+            return PromptResult.from_wire(handler_data(await run(misrouted(prepared))))
+
+        del call
+        runtime.call = remembering_call  # type: ignore[method-assign]
+        runtime.read_resource = read_resource  # type: ignore[method-assign]
+        runtime.get_prompt = get_prompt  # type: ignore[method-assign]
+        yield runtime
+
+
+class MisroutedReadsMachine(IsolationMachine):
+    """The real runtime with reads routed to another key, checked by the reads alone.
+
+    The live-actor invariant is switched off (a plain method replaces it), so
+    that what catches the misrouting is the comparison of what the resource
+    reads and prompt gets return with the model.
+    """
+
+    open_target = staticmethod(open_runtime_reading_the_last_called_key)
+
+    def one_live_actor_per_touched_key(self) -> None:  # no longer an invariant
+        pass
+
+
 def _failure_of(machine: type[RuleBasedStateMachine]) -> str:
     return failure_of(machine, _SETTINGS)
 
@@ -465,3 +652,10 @@ def test_machine_finds_the_leak_between_absent_parts_and_the_none_and_default_li
 def test_machine_finds_lost_updates_when_calls_to_one_key_interleave() -> None:
     message = _failure_of(UnserializedMachine)
     assert message.startswith("invariant 3 (order): ")
+
+
+def test_machine_finds_resource_reads_and_prompt_gets_routed_to_another_key() -> None:
+    """The reads are checked against the model like calls: misrouted ones are a leak."""
+    message = _failure_of(MisroutedReadsMachine)
+    assert message.startswith("invariant 2 (no leakage): ")
+    assert "resources/read" in message or "prompts/get" in message, message

@@ -57,7 +57,7 @@ class TestScreen:
             (message(method=5), 7, types.INVALID_REQUEST),
             (message(id=1.5, jsonrpc="1.0"), 1.5, types.INVALID_REQUEST),
             (message(id=..., method=5), None, types.INVALID_REQUEST),
-            ({"jsonrpc": "2.0", "id": 7, "result": 5}, None, types.INVALID_REQUEST),
+            ({"jsonrpc": "2.0", "id": 1.5, "result": 5}, None, types.INVALID_REQUEST),
             (5, None, types.INVALID_REQUEST),
             ("ping", None, types.INVALID_REQUEST),
         ],
@@ -94,6 +94,35 @@ class TestScreen:
         """Requests, notifications and responses with string or integer ids go on unchanged."""
         for value in (message(), message(id="a"), PING, {"jsonrpc": "2.0", "id": 3, "result": {}}):
             assert isinstance(screen(value), Accept), value
+
+    @pytest.mark.parametrize(
+        ("value", "problem"),
+        [
+            (
+                {"jsonrpc": "2.0", "id": 7, "result": 5},
+                "result must be an object, got a JSON number",
+            ),
+            (
+                {"jsonrpc": "2.0", "id": "q", "result": None},
+                "result must be an object, got a JSON null",
+            ),
+            ({"jsonrpc": "1.0", "id": 7, "result": {}}, "jsonrpc must be \"2.0\", got '1.0'"),
+            ({"jsonrpc": "2.0", "id": 7, "error": "no"}, "error must be an object"),
+        ],
+        ids=["result-number", "result-null", "jsonrpc-1.0", "error-string"],
+    )
+    def test_a_malformed_answer_settles_the_servers_request_as_an_error(
+        self, value: dict[str, Any], problem: str
+    ) -> None:
+        """An answer to a question the server asked, with a usable id: never answered back (an
+        error with that id could settle one of the client's requests), but handed on as an
+        error response with that id, so the question ends now, saying what was wrong."""
+        verdict = screen(value)
+        assert isinstance(verdict, Accept), verdict
+        settled = verdict.message
+        assert isinstance(settled, types.JSONRPCError), settled
+        assert settled.id == value["id"]
+        assert settled.error.message.startswith(f"a malformed answer: {problem}")
 
     def test_a_notification_that_is_valid_jsonrpc_is_ignored_not_answered(self) -> None:
         """Array params are JSON-RPC but not MCP; a notification is never answered."""

@@ -14,6 +14,7 @@ and what they hold sent, before the adapter returns.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import warnings
 from collections import deque
@@ -50,6 +51,7 @@ __all__ = [
     "client_log_level",
     "sampling_params",
     "send_logs",
+    "validation_problem",
 ]
 
 logger = logging.getLogger("actors.mcp")
@@ -313,11 +315,31 @@ def _refusal(doing: str) -> Iterator[None]:
         )
         raise CannotAskError(msg) from None
     except MCPError as error:
-        msg = f"cannot {doing}: the client answered with an error: {error}"
+        msg = f"cannot {doing}: the client answered with an error: {error!s:.{_SHOWN}}"
         raise CannotAskError(msg) from None
     except pydantic.ValidationError as error:
-        msg = f"cannot {doing}: the client's answer is malformed ({error.error_count()} error(s))"
+        msg = f"cannot {doing}: the client's answer is malformed: {validation_problem(error)}"
         raise CannotAskError(msg) from None
+
+
+_SHOWN: Final = 200
+"""How many characters of what a client wrote a tool's error shows: the client chooses them."""
+
+
+def validation_problem(error: pydantic.ValidationError) -> str:
+    """What is wrong with what a client sent: where, the first error, and how many more.
+
+    One wrong value fails each member of a union (five errors for one value),
+    so the place shown is the one all the errors share, without the members'
+    names.
+    """
+    errors = error.errors(include_url=False, include_input=False)
+    places = zip(*(error["loc"] for error in errors), strict=False)
+    shared = itertools.takewhile(lambda parts: len(set(parts)) == 1, places)
+    place = ".".join(str(parts[0]) for parts in shared) or "the message"
+    more = len(errors) - 1
+    shown = f"{place}: {errors[0]['msg']}"[:_SHOWN]
+    return shown + (f" (and {more} more error(s))" if more else "")
 
 
 def sampling_params(

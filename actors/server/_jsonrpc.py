@@ -29,8 +29,14 @@ Every request that can be answered is answered once (JSON-RPC 2.0, section 5):
   that (no method, wrong ``jsonrpc``) is an invalid Request object and gets
   an error with ``id: null``, as in the specification's examples.
 * Something shaped like a response (``result`` or ``error``, no method) is
-  never answered with its id: this server sends no requests, and an error
-  carrying that id could settle one of the client's own requests.
+  never answered with its id: an error carrying that id could settle one of
+  the client's own requests. It is the client's answer to one of the
+  server's requests (a question a tool asks, a sampling request): a
+  malformed one with a string or integer id is handed to the SDK as an
+  error response naming what is wrong, so the request it answers ends at
+  once (the tool hears the client's answer is malformed) rather than
+  waiting out its timeout. An id the server never used settles nothing,
+  and the SDK drops it.
 
 Batches
 -------
@@ -187,11 +193,10 @@ def _readable_id(value: object) -> tuple[ReplyId, str | None]:
     return None, f"id must be a string or an integer, got a JSON {_kind(value)}"
 
 
-def _refuse(message: dict[Any, Any]) -> Answer | Ignore:
+def _refuse(message: dict[Any, Any]) -> Verdict:
     """Why `message`, an object the SDK could not take as it is, is refused."""
     if "method" not in message and ("result" in message or "error" in message):
-        problem = "a malformed response (this server sends no requests to answer)"
-        return Answer(_invalid(None, problem))
+        return _malformed_response(message)
     has_id = "id" in message
     request_id, id_problem = _readable_id(message.get("id")) if has_id else (None, None)
     envelope = _envelope_problem(message)
@@ -211,6 +216,32 @@ def _refuse(message: dict[Any, Any]) -> Answer | Ignore:
             Reply.of(request_id, types.INVALID_PARAMS, f"Invalid params: {params_problem}")
         )
     return Answer(_invalid(request_id, params_problem or "not a valid JSON-RPC 2.0 request"))
+
+
+def _malformed_response(message: dict[Any, Any]) -> Accept | Answer:
+    """A client's answer to a request of the server that the SDK could not parse.
+
+    With a usable id, it settles that request as an error saying what is wrong;
+    without one, nothing can be settled, and the client is told.
+    """
+    answered = message.get("id")
+    problem = _response_problem(message)
+    if isinstance(answered, str) or (isinstance(answered, int) and not isinstance(answered, bool)):
+        error = types.ErrorData(
+            code=types.INVALID_REQUEST, message=f"a malformed answer: {problem}"
+        )
+        return Accept(types.JSONRPCError(jsonrpc="2.0", id=answered, error=error))
+    return Answer(_invalid(None, f"a malformed response ({problem})"))
+
+
+def _response_problem(message: dict[Any, Any]) -> str:
+    if message.get("jsonrpc") != "2.0":
+        return f'jsonrpc must be "2.0", got {_shown(message.get("jsonrpc"))}'
+    if "result" in message:
+        return f"result must be an object, got a JSON {_kind(message['result'])}"
+    if "id" not in message or _readable_id(message["id"])[1] is not None:
+        return f"id must be a string or an integer, got {_shown(message.get('id'))}"
+    return "error must be an object with an integer code and a string message"
 
 
 def _envelope_problem(message: dict[Any, Any]) -> str | None:

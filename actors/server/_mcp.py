@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import anyio
 import attrs
+import pydantic
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
@@ -107,9 +108,11 @@ from ._channels import (
     SessionAsker,
     client_log_level,
     send_logs,
+    validation_problem,
 )
 from ._logs import EVENT_FIELD
 from ._parking import ParkedAsker, ParkedCalls
+from ._sessions import SessionEnds
 from ._subscriptions import (
     MAX_LISTEN_STREAMS,
     MAX_SUBSCRIPTIONS,
@@ -376,6 +379,7 @@ class McpAdapter:
         self._prompts = prompt_list(registry)
         self._subscriptions = Subscriptions(getattr(runtime, "watch", None))
         self._parked = ParkedCalls()
+        self._session_ends = SessionEnds(self._end_connection_session)
         self._closing = False
         self._in_flight = 0
         self._idle = anyio.Event()
@@ -396,6 +400,7 @@ class McpAdapter:
                 **self._catalog_handlers(),
             )
         """The SDK server: run it on any transport (`Server.run`, ``streamable_http_app``)."""
+        self.server.middleware.append(_invalid_params_named)
 
     def _catalog_handlers(self) -> dict[str, Any]:
         """The handlers of what the modules declare: resources, prompts, completions.
@@ -430,6 +435,9 @@ class McpAdapter:
                 yield Background(tasks)
             finally:
                 self._parked.abandon_all()  # their clients cannot come back with answers
+                # The connections have closed by now; their sessions' ends may still run.
+                config = self._runtime.config
+                await self._session_ends.settle(config.shutdown_grace + config.stop_timeout)
                 tasks.cancel_scope.cancel()  # the deliveries of connections still open
 
     @property
@@ -686,13 +694,18 @@ class McpAdapter:
         if connection.state.get(_ENDS_WITH_CONNECTION) == session:
             return
         connection.state[_ENDS_WITH_CONNECTION] = session
-        connection.exit_stack.push_async_callback(self._end_connection_session, session)
+        # Not an async callback that ends it: the SDK cancels the exit stack's
+        # callbacks after a few seconds, and an end may wait longer than that for
+        # its turn at the store (see `actors.server._sessions`).
+        background: Background = ctx.lifespan_context
+        connection.exit_stack.callback(self._session_ends.end_soon, background, session)
 
     async def _end_connection_session(self, session: str) -> None:
         """End the session of a connection that closed; only a note in the log if it cannot.
 
-        The SDK runs this shielded and bounded (a few seconds): a session whose
-        calls outlast that, or whose store is down, is left to the retention.
+        Runs in the server's own task group (`SessionEnds`), as long as the
+        session's calls and the store take; a server that stops waits for it,
+        bounded, and then leaves the session's state to the retention.
         """
         try:
             deleted = await self._runtime.end_session(session)
@@ -986,6 +999,20 @@ def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
     (`tests/test_connection_sessions.py` fails if that changes).
     """
     return ctx.session._connection
+
+
+async def _invalid_params_named(ctx: Any, call_next: Any) -> Any:
+    """Server middleware: params the SDK refuses get an error that says what is wrong.
+
+    The SDK validates each request's params before its handler runs and
+    answers a failure with a bare "Invalid request parameters"; a client
+    sending ``arguments: {"focus": 3}`` to ``prompts/get`` learns nothing.
+    """
+    try:
+        return await call_next(ctx)
+    except pydantic.ValidationError as error:
+        message = f"Invalid params of {ctx.method}: {validation_problem(error)}"
+        raise MCPError(code=types.INVALID_PARAMS, message=message) from None
 
 
 def _own_session(caller: Caller, policy: ContextPolicy) -> str | None:
