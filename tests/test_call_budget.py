@@ -46,13 +46,13 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
 # What one call may run of this project's functions (see the module docstring).
-WARM_CALL: Final = 40
+WARM_CALL: Final = 39
 """A call to a key whose actor is running: `Runtime.call_tool` to the reply."""
-ACTIVATION: Final = 62
+ACTIVATION: Final = 61
 """A first call to a key: the warm call, plus starting its actor and making its state."""
-MCP_CALL: Final = 25
+MCP_CALL: Final = 24
 """A ``tools/call`` through the MCP adapter (the SDK's client in memory), beyond the runtime's."""
-HTTP_CALL: Final = 68
+HTTP_CALL: Final = 67
 """A ``tools/call`` POSTed to the Streamable HTTP app (a 2026-era request), beyond the runtime's."""
 
 CALLS: Final = 50
@@ -60,6 +60,8 @@ _PACKAGES: Final = tuple(
     str(Path(package.__file__).parent) + os.sep for package in (actors, protocol)
 )
 _GENERATED: Final = ("<attrs generated", "<cattrs generated")
+_INLINED: Final = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>"})
+"""Comprehensions: a function of their own up to Python 3.11, inlined from 3.12 (PEP 709)."""
 
 
 class Counted:
@@ -69,7 +71,7 @@ class Counted:
         stats: dict[Any, Any] = pstats.Stats(profile).stats  # type: ignore[attr-defined]
         per_function: Counter[str] = Counter()
         for (filename, line, name), (_, total, *_) in stats.items():
-            if _ours(filename):
+            if _ours(filename) and name not in _INLINED:
                 per_function[f"{_shown(filename)}:{line}({name})"] += total
         self.functions = {name: count / calls for name, count in per_function.items()}
         self.per_call = sum(per_function.values()) / calls
