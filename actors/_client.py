@@ -31,14 +31,12 @@ the call's result is an error that says so.
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, final
 
 import attrs
-import trio
 
+from ._delivery import Delivery
 from ._errors import ToolError
 
 if TYPE_CHECKING:
@@ -89,40 +87,26 @@ class LogMessage:
 class Log:
     """A handler's log to the client of its call (see the module docstring)."""
 
-    __slots__ = ("_listener", "_thread", "_token")
+    __slots__ = ("_delivery",)
 
     def __init__(self, listener: Callable[[LogMessage], None] | None = None) -> None:
         """A log handing messages to `listener` (None: to nobody).
 
         With a listener, it must be made on the runtime's thread, in trio.
         """
-        self._listener = listener
-        if listener is not None:
-            self._thread = threading.get_ident()
-            self._token: trio.lowlevel.TrioToken | None = trio.lowlevel.current_trio_token()
-        else:
-            self._thread = 0
-            self._token = None
+        self._delivery = Delivery(listener)
 
     def message(self, level: LogLevel, text: str, *, logger: str | None = None) -> None:
         """Send `text` at `level`; raises ValueError for a level MCP does not have."""
         if level not in LOG_LEVELS:
             msg = f"log level must be one of {', '.join(LOG_LEVELS)}; got {level!r:.40}"
             raise ValueError(msg)
-        listener = self._listener
-        if listener is None:
+        if not self._delivery.listened:
             return
         text = str(text)
         if len(text) > MAX_LOG_TEXT:
             text = f"{text[: MAX_LOG_TEXT - 40]}… ({len(text)} characters, cut)"
-        message = LogMessage(level, text, logger)
-        if threading.get_ident() == self._thread:
-            listener(message)
-            return
-        assert self._token is not None
-        # A heavy handler's worker thread. Once the run is over, nobody listens.
-        with contextlib.suppress(trio.RunFinishedError):
-            self._token.run_sync_soon(listener, message)
+        self._delivery.deliver(LogMessage(level, text, logger))
 
     def debug(self, text: str, *, logger: str | None = None) -> None:
         """Send `text` at level ``debug``."""

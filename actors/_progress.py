@@ -24,13 +24,12 @@ costs the client a bounded number of messages.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
 from typing import TYPE_CHECKING, Final, final
 
 import attrs
-import trio
+
+from ._delivery import Delivery
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -58,21 +57,15 @@ class ProgressReport:
 class Progress:
     """A tool's reporter for one call (see the module docstring)."""
 
-    __slots__ = ("_last", "_listener", "_thread", "_token")
+    __slots__ = ("_delivery", "_last")
 
     def __init__(self, listener: Callable[[ProgressReport], None] | None = None) -> None:
         """A reporter for one call, handing reports to `listener` (None: to nobody).
 
         With a listener, it must be made on the runtime's thread, in trio.
         """
-        self._listener = listener
+        self._delivery = Delivery(listener)
         self._last = -math.inf
-        if listener is not None:
-            self._thread = threading.get_ident()
-            self._token: trio.lowlevel.TrioToken | None = trio.lowlevel.current_trio_token()
-        else:
-            self._thread = 0
-            self._token = None
 
     def report(
         self, progress: float, total: float | None = None, message: str | None = None
@@ -86,16 +79,7 @@ class Progress:
         """
         report = self._checked(progress, total, message)
         self._last = report.progress
-        listener = self._listener
-        if listener is None:
-            return
-        if threading.get_ident() == self._thread:
-            listener(report)
-            return
-        assert self._token is not None
-        # A worker thread. Once the run is over, nobody listens: drop the report.
-        with contextlib.suppress(trio.RunFinishedError):
-            self._token.run_sync_soon(listener, report)
+        self._delivery.deliver(report)
 
     def _checked(self, progress: float, total: float | None, message: str | None) -> ProgressReport:
         if not _is_number(progress) or not math.isfinite(progress):

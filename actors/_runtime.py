@@ -100,7 +100,7 @@ import math
 import time
 from collections import OrderedDict
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, final
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, final
 
 import attrs
 import trio
@@ -166,6 +166,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("actors")
+
+_Prepared = TypeVar("_Prepared")
+"""What a prepare function returns: a PreparedCall, or Completions answered without one."""
 
 
 def _positive(_instance: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
@@ -541,6 +544,14 @@ class Runtime:
             self._refused(params, error)
             raise
 
+    def _checked(self, prepare: Callable[..., _Prepared], *arguments: Any) -> _Prepared:
+        """``prepare(registry, *arguments)``; what it refuses is told to the observer first."""
+        try:
+            return prepare(self._registry, *arguments)
+        except (ProtocolError, RuntimeCallError) as error:
+            self._refused({}, error)
+            raise
+
     def _refused(self, params: Mapping[str, Any], error: ProtocolError | RuntimeCallError) -> None:
         """Tell the observer, if any, that `params` was refused with `error`."""
         if self._observer is not None:
@@ -597,11 +608,7 @@ class Runtime:
         anything is sent, HandlerError if the handler failed, and the runtime
         errors `call` raises.
         """
-        try:
-            call = prepare_read(self._registry, uri, meta, self._config.policy, caller)
-        except (ProtocolError, RuntimeCallError) as error:
-            self._refused({}, error)
-            raise
+        call = self._checked(prepare_read, uri, meta, self._config.policy, caller)
         return ResourceResult.from_wire(handler_data(await self.run(call)))
 
     async def get_prompt(
@@ -618,13 +625,7 @@ class Runtime:
         anything is sent, HandlerError if the handler failed, and the runtime
         errors `call` raises.
         """
-        try:
-            call = prepare_prompt(
-                self._registry, name, arguments, meta, self._config.policy, caller
-            )
-        except (ProtocolError, RuntimeCallError) as error:
-            self._refused({}, error)
-            raise
+        call = self._checked(prepare_prompt, name, arguments, meta, self._config.policy, caller)
         return PromptResult.from_wire(handler_data(await self.run(call)))
 
     async def complete(
@@ -645,13 +646,8 @@ class Runtime:
         Raises UnknownPromptError or UnknownResourceError for an unknown
         target, and as `get_prompt` does.
         """
-        try:
-            call = prepare_completion(
-                self._registry, target, argument, value, meta, self._config.policy, caller
-            )
-        except (ProtocolError, RuntimeCallError) as error:
-            self._refused({}, error)
-            raise
+        policy = self._config.policy
+        call = self._checked(prepare_completion, target, argument, value, meta, policy, caller)
         if isinstance(call, Completions):
             return call
         return completions_of(await self.run(call))

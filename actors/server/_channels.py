@@ -48,8 +48,12 @@ __all__ = [
     "LogRelay",
     "ProgressRelay",
     "SessionAsker",
+    "answer_of",
     "client_log_level",
+    "elicitation_request",
+    "sampled_text",
     "sampling_params",
+    "sampling_request",
     "send_logs",
     "validation_problem",
 ]
@@ -252,21 +256,10 @@ class SessionAsker:
 
     async def elicit(self, message: str, schema: Mapping[str, Any]) -> Answer:
         """Ask the user to fill in a form; raises CannotAskError when the client cannot."""
-        capabilities = self._session.client_capabilities
-        if capabilities is None or capabilities.elicitation is None:
-            msg = "cannot ask the user: the client did not declare elicitation"
-            raise CannotAskError(msg)
+        request = elicitation_request(self._session.client_capabilities, message, schema)
         with _refusal("ask the user"):
-            result = await self._requested(
-                types.ElicitRequest(
-                    params=types.ElicitRequestFormParams(
-                        message=message, requested_schema=dict(schema)
-                    )
-                ),
-                types.ElicitResult,
-            )
-        content = None if result.action != "accept" else dict(result.content or {})
-        return Answer(result.action, content)
+            result = await self._requested(request, types.ElicitResult)
+        return answer_of(result)
 
     async def sample(
         self,
@@ -277,20 +270,12 @@ class SessionAsker:
         temperature: float | None,
     ) -> str:
         """Ask the client's model; its text. Raises CannotAskError when the client cannot."""
-        capabilities = self._session.client_capabilities
-        if capabilities is None or capabilities.sampling is None:
-            msg = "cannot ask the client's model: the client did not declare sampling"
-            raise CannotAskError(msg)
-        params = sampling_params(messages, max_tokens, system_prompt, temperature)
+        request = sampling_request(
+            self._session.client_capabilities, messages, max_tokens, system_prompt, temperature
+        )
         with _refusal("ask the client's model"):
-            result = await self._requested(
-                types.CreateMessageRequest(params=params), types.CreateMessageResult
-            )
-        content = result.content
-        if isinstance(content, types.TextContent):
-            return content.text
-        msg = f"the client's model answered with {type(content).__name__}, not text"
-        raise CannotAskError(msg)
+            result = await self._requested(request, types.CreateMessageResult)
+        return sampled_text(result)
 
     async def _requested(self, request: Any, result_type: Any) -> Any:
         if self._before is not None:
@@ -340,6 +325,46 @@ def validation_problem(error: pydantic.ValidationError) -> str:
     more = len(errors) - 1
     shown = f"{place}: {errors[0]['msg']}"[:_SHOWN]
     return shown + (f" (and {more} more error(s))" if more else "")
+
+
+def elicitation_request(
+    capabilities: types.ClientCapabilities | None, message: str, schema: Mapping[str, Any]
+) -> types.ElicitRequest:
+    """The form to send a client with `capabilities`; CannotAskError if it cannot show one."""
+    if capabilities is None or capabilities.elicitation is None:
+        msg = "cannot ask the user: the client did not declare elicitation"
+        raise CannotAskError(msg)
+    params = types.ElicitRequestFormParams(message=message, requested_schema=dict(schema))
+    return types.ElicitRequest(params=params)
+
+
+def answer_of(result: types.ElicitResult) -> Answer:
+    """The user's answer to a form, its values only when accepted."""
+    content = None if result.action != "accept" else dict(result.content or {})
+    return Answer(result.action, content)
+
+
+def sampling_request(
+    capabilities: types.ClientCapabilities | None,
+    messages: Sequence[Mapping[str, Any]],
+    max_tokens: int,
+    system_prompt: str | None,
+    temperature: float | None,
+) -> types.CreateMessageRequest:
+    """What to send a client with `capabilities` for its model; CannotAskError if it cannot."""
+    if capabilities is None or capabilities.sampling is None:
+        msg = "cannot ask the client's model: the client did not declare sampling"
+        raise CannotAskError(msg)
+    params = sampling_params(messages, max_tokens, system_prompt, temperature)
+    return types.CreateMessageRequest(params=params)
+
+
+def sampled_text(result: types.CreateMessageResult) -> str:
+    """The text the client's model answered; CannotAskError for anything but text."""
+    if isinstance(result.content, types.TextContent):
+        return result.content.text
+    msg = f"the client's model answered with {type(result.content).__name__}, not text"
+    raise CannotAskError(msg)
 
 
 def sampling_params(

@@ -35,7 +35,13 @@ import anyio
 from mcp import types
 
 from .._client import Answer, CannotAskError
-from ._channels import ASK_TIMEOUT, sampling_params
+from ._channels import (
+    ASK_TIMEOUT,
+    answer_of,
+    elicitation_request,
+    sampled_text,
+    sampling_request,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -199,18 +205,12 @@ class ParkedAsker:
 
     async def elicit(self, message: str, schema: Mapping[str, Any]) -> Answer:
         """Ask the user to fill in a form; raises CannotAskError when the client cannot."""
-        if self._capabilities is None or self._capabilities.elicitation is None:
-            msg = "cannot ask the user: the client did not declare elicitation"
-            raise CannotAskError(msg)
-        request = types.ElicitRequest(
-            params=types.ElicitRequestFormParams(message=message, requested_schema=dict(schema))
-        )
+        request = elicitation_request(self._capabilities, message, schema)
         result = await self._asked(request, "ask the user")
         if not isinstance(result, types.ElicitResult):
             msg = f"cannot ask the user: the client answered with {type(result).__name__}"
             raise CannotAskError(msg)
-        content = None if result.action != "accept" else dict(result.content or {})
-        return Answer(result.action, content)
+        return answer_of(result)
 
     async def sample(
         self,
@@ -221,18 +221,14 @@ class ParkedAsker:
         temperature: float | None,
     ) -> str:
         """Ask the client's model; its text. Raises CannotAskError when the client cannot."""
-        if self._capabilities is None or self._capabilities.sampling is None:
-            msg = "cannot ask the client's model: the client did not declare sampling"
-            raise CannotAskError(msg)
-        params = sampling_params(messages, max_tokens, system_prompt, temperature)
-        result = await self._asked(types.CreateMessageRequest(params=params), "ask the model")
+        request = sampling_request(
+            self._capabilities, messages, max_tokens, system_prompt, temperature
+        )
+        result = await self._asked(request, "ask the model")
         if not isinstance(result, types.CreateMessageResult):
             msg = f"cannot ask the client's model: it answered with {type(result).__name__}"
             raise CannotAskError(msg)
-        if isinstance(result.content, types.TextContent):
-            return result.content.text
-        msg = f"the client's model answered with {type(result.content).__name__}, not text"
-        raise CannotAskError(msg)
+        return sampled_text(result)
 
     async def _asked(self, request: types.InputRequest, doing: str) -> Any:
         if self._parked is None:
