@@ -151,7 +151,7 @@ async def test_elicitation(
 
 @conformance.tool
 async def test_elicitation_sep1034_defaults(state: Fixtures, ask: Ask) -> str:
-    """Tests elicitation with default values per SEP-1034."""
+    """Tests elicitation with default values (the suite's elicitation defaults scenario)."""
     form = {
         "type": "object",
         "properties": {
@@ -178,7 +178,7 @@ async def test_elicitation_sep1034_defaults(state: Fixtures, ask: Ask) -> str:
 
 @conformance.tool
 async def test_elicitation_sep1330_enums(state: Fixtures, ask: Ask) -> str:
-    """Tests elicitation with enum schema improvements per SEP-1330."""
+    """Tests elicitation with enum schemas (the suite's elicitation enums scenario)."""
     options = ["option1", "option2", "option3"]
     titled = [
         {"const": f"value{n}", "title": f"{word} Option"}
@@ -230,7 +230,7 @@ async def test_elicitation_sep1330_enums(state: Fixtures, ask: Ask) -> str:
 
 @conformance.tool
 def test_reconnection(state: Fixtures) -> str:
-    """Tests SSE stream disconnection and client reconnection (SEP-1699).
+    """Tests SSE stream disconnection and client reconnection.
 
     Its result goes out on the call's own stream, which starts with a priming
     event and a retry interval, so a client whose connection drops resumes it.
@@ -264,7 +264,7 @@ _SCHEMA_2020_12 = {
 def json_schema_2020_12_tool(
     state: Fixtures, name: str | None = None, address: Address | None = None
 ) -> str:
-    """Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)."""
+    """Tool with JSON Schema 2020-12 features for conformance testing."""
     arguments = {"name": name, "address": None if address is None else attrs.asdict(address)}
     return f"JSON Schema 2020-12 tool called with: {_json(arguments)}"
 

@@ -1,7 +1,7 @@
 """Budgets of the call path, held without a clock: how many of this project's functions a call runs.
 
-Features landed one by one each cost a little on every call, and no single change showed it
-(issue "The in-process call path"). Wall-clock figures belong in ``benchmarks/``; a test
+Features landed one by one each cost a little on every call, and no single change showed
+it. Wall-clock figures belong in ``benchmarks/``; a test
 can hold a count. cProfile's counts are deterministic: the same code makes the same calls,
 on any machine, however busy.
 

@@ -1,7 +1,7 @@
 """Resources, prompts, completions, subscriptions, logging, elicitation and sampling over MCP.
 
-Issue 23's acceptance, with the official Python SDK client (``mcp.Client``) as the peer of
-a real server: ``python -m actors serve`` spawned on stdio, or a ``serve --http
+The official Python SDK client (``mcp.Client``) as the peer of a real server: ``python -m
+actors serve`` spawned on stdio, or a ``serve --http
 127.0.0.1:0`` process reached over Streamable HTTP (the `served` fixture gives both). The
 server serves ``examples/notes.py`` — resources ``notes://all`` and ``notes://note/{number}``
 (with a completion), the prompt ``notes__review``, and ``clear_notes``, which asks the user

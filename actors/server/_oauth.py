@@ -12,8 +12,8 @@ alike:
   token without the claim is a trusted gateway only when it carries
   ``gateway_scope``; otherwise it is refused (403). Being a gateway is always
   something the operator configured and the issuer granted, never what a
-  token gets by leaving a claim out (DESIGN.md, Trust). A token that names a
-  tenant is bound to it, whatever scopes it carries.
+  token gets by leaving a claim out (``docs/concepts/security.md``, "Trust").
+  A token that names a tenant is bound to it, whatever scopes it carries.
 * **Scopes.** Every scope of ``required_scopes`` must be in the token's
   ``scope`` (space-separated) or ``scp`` claim, or the request is refused
   with 403 ``insufficient_scope``.
