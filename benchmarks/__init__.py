@@ -24,9 +24,40 @@ A number never makes the harness fail: it reports. `run_suite` is the entry
 point for programs (the tests use it with the ``tiny`` sizes).
 """
 
-from ._report import Figure as Figure
-from ._report import Report as Report
-from ._suite import PRESETS as PRESETS
-from ._suite import SCENARIOS as SCENARIOS
-from ._suite import Sizes as Sizes
-from ._suite import run_suite as run_suite
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from ._report import Figure as Figure
+    from ._report import Report as Report
+    from ._suite import PRESETS as PRESETS
+    from ._suite import SCENARIOS as SCENARIOS
+    from ._suite import Sizes as Sizes
+    from ._suite import run_suite as run_suite
+
+__all__ = ["PRESETS", "SCENARIOS", "Figure", "Report", "Sizes", "run_suite"]
+
+_HOMES: Final = {
+    "Figure": "._report",
+    "Report": "._report",
+    "PRESETS": "._suite",
+    "SCENARIOS": "._suite",
+    "Sizes": "._suite",
+    "run_suite": "._suite",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Import the suite on first use of one of its names, not with the package.
+
+    ``--against COMMIT`` runs `benchmarks._call_path_worker` against another
+    commit's ``actors``, which may lack what the other scenarios import:
+    importing every scenario with the package would fail there.
+    """
+    home = _HOMES.get(name)
+    if home is None:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    return getattr(importlib.import_module(home, __name__), name)

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, final
 
 import trio
 
-from actors import ToolModule, prepare_call
+import actors
+from actors import ToolModule
 from protocol import CallResult, Scope, ToolContext
 
 if TYPE_CHECKING:
@@ -268,7 +269,9 @@ class HandlersDirect:
 
     async def call(self, params: Mapping[str, Any]) -> CallResult:
         """Prepare and run one call on its key's state, here and now."""
-        return await self.run(prepare_call(self.registry, params, self.config.policy))
+        # Looked up at the call: the --against worker imports this module against older
+        # runtimes, which lack `prepare_call` (only the mcp scenario's stand-in needs it).
+        return await self.run(actors.prepare_call(self.registry, params, self.config.policy))
 
     async def run(
         self,

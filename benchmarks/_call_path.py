@@ -9,6 +9,7 @@ of each design, the runtime's throughput as a ratio of each baseline's
 
 from __future__ import annotations
 
+import gc
 import random
 from typing import TYPE_CHECKING, Final
 
@@ -27,10 +28,12 @@ from ._measure import Phase, Results, interleave, latencies, ratios, throughputs
 from ._report import Figure, ScenarioResult, Series, Target, figure
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from ._measure import Progress
     from ._suite import Sizes
 
-__all__ = ["run_call_path"]
+__all__ = ["NAME", "call_path_result", "measure_call_path", "run_call_path"]
 
 NAME: Final = "call_path"
 RATIO_TARGET: Final = Target(">=", 0.6)  # of the bare-channel floor, at every key count
@@ -39,27 +42,59 @@ P99_TARGET: Final = Target("<=", 250)  # µs, light load
 _RUNTIMES: Final = (RUNTIME, RUNTIME_NO_DEADLINE)
 
 
-def _phases(keys: int, sizes: Sizes) -> list[Phase]:
+def _phases(keys: int, callers: Sequence[int], calls: int) -> list[Phase]:
     """One batch per caller count, on keys drawn at random (the same draw for every design)."""
     phases = []
-    for callers in sizes.call_callers:
-        draw = random.Random(f"{keys}/{callers}")
-        calls = tuple(draw.randrange(keys) for _ in range(sizes.calls_per_batch))
-        phases.append(Phase(f"callers={callers}", calls, callers))
+    for count in callers:
+        draw = random.Random(f"{keys}/{count}")
+        picks = tuple(draw.randrange(keys) for _ in range(calls))
+        phases.append(Phase(f"callers={count}", picks, count))
     return phases
 
 
-async def _measure(keys: int, sizes: Sizes, progress: Progress) -> Results:
+async def _measure(
+    keys: int, phases: Sequence[Phase], rounds: int, progress: Progress, freeze: bool
+) -> Results:
     names = key_names(keys)
     warm = Phase("warm", tuple(range(keys)), min(keys, 100))
     async with open_designs(names) as contenders:
         progress(f"{NAME}: keys={keys}: warming {len(contenders)} designs")
         for contender in contenders:
             await contender.batch(warm.keys, warm.callers)
-        phases = _phases(keys, sizes)
-        return await interleave(
-            contenders, lambda _round: phases, sizes.rounds, progress, f"{NAME}: keys={keys}"
-        )
+        if freeze:
+            gc.collect()
+            gc.freeze()
+        try:
+            return await interleave(
+                contenders, lambda _round: phases, rounds, progress, f"{NAME}: keys={keys}"
+            )
+        finally:
+            if freeze:
+                gc.unfreeze()
+
+
+def measure_call_path(
+    call_keys: Sequence[int],
+    callers: Sequence[int],
+    calls: int,
+    rounds: int,
+    progress: Progress,
+    *,
+    freeze: bool = False,
+) -> dict[int, Results]:
+    """Open, warm and measure every design `rounds` times at each key count.
+
+    For each count, one batch of `calls` calls per caller count in `callers`
+    per design per round; the results by key count. With `freeze`, what
+    lives once the designs are warm (their actors, tasks and states) is moved
+    out of the garbage collector's sight (`gc.freeze`) for the rounds, so that
+    a full collection only scans what the rounds made: for processes that
+    run one round each, whose collections fall at the same point every time.
+    """
+    return {
+        keys: trio.run(_measure, keys, _phases(keys, callers, calls), rounds, progress, freeze)
+        for keys in call_keys
+    }
 
 
 def _figures(keys: int, callers: int, results: Results) -> list[Figure]:
@@ -99,7 +134,7 @@ def _latency_series(results: Results, keys: int) -> list[Series]:
     ]
 
 
-def _throughput_series(per_keys: dict[int, Results], callers: int) -> list[Series]:
+def _throughput_series(per_keys: Mapping[int, Results], callers: int) -> list[Series]:
     keys = tuple(sorted(per_keys))
     return [
         Series(
@@ -112,20 +147,26 @@ def _throughput_series(per_keys: dict[int, Results], callers: int) -> list[Serie
     ]
 
 
-def run_call_path(sizes: Sizes, progress: Progress) -> ScenarioResult:
-    """Measure the call path at every key count of `sizes`."""
-    per_keys: dict[int, Results] = {}
-    for keys in sizes.call_keys:
-        per_keys[keys] = trio.run(_measure, keys, sizes, progress)
+def call_path_result(per_keys: Mapping[int, Results], callers: Sequence[int]) -> ScenarioResult:
+    """The scenario's figures, notes and chart data from `measure_call_path`'s results."""
     figures: list[Figure] = []
     for keys, results in per_keys.items():
-        for callers in sizes.call_callers:
-            figures += _figures(keys, callers, results)
-    plotted = sizes.call_keys[min(1, len(sizes.call_keys) - 1)]
-    series = _latency_series(per_keys[plotted], plotted) if 1 in sizes.call_callers else []
-    series += _throughput_series(per_keys, max(sizes.call_callers))
+        for count in callers:
+            figures += _figures(keys, count, results)
+    call_keys = list(per_keys)
+    plotted = call_keys[min(1, len(call_keys) - 1)]
+    series = _latency_series(per_keys[plotted], plotted) if 1 in callers else []
+    series += _throughput_series(per_keys, max(callers))
     notes = (
         "ratios pair the runtime's round with the baseline's round of the same number; "
         "latency targets apply at light load (one caller)",
     )
     return ScenarioResult(NAME, tuple(figures), notes, tuple(series))
+
+
+def run_call_path(sizes: Sizes, progress: Progress) -> ScenarioResult:
+    """Measure the call path at every key count of `sizes`."""
+    per_keys = measure_call_path(
+        sizes.call_keys, sizes.call_callers, sizes.calls_per_batch, sizes.rounds, progress
+    )
+    return call_path_result(per_keys, sizes.call_callers)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
 __all__ = [
+    "FORMAT",
     "INSTALL_HINT",
     "Figure",
     "Report",
@@ -39,6 +40,14 @@ __all__ = [
 
 INSTALL_HINT = "pip install -e '.[bench]'"
 """What to run for the optional packages (peers, plots, rich)."""
+
+FORMAT = 1
+"""The version of the JSON layout `Report.to_json` writes, its ``format`` field.
+
+Raise it when a field is renamed, goes away or changes meaning, so that
+``python -m benchmarks compare`` refuses a file it would misread. Files
+written before the field existed have the layout of version 1.
+"""
 
 Comparison = Literal[">=", "<=", "==", ">", "<"]
 _CHECKS: dict[Comparison, Callable[[float, float], bool]] = {
@@ -266,6 +275,7 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         """The machine-readable report."""
         return {
+            "format": FORMAT,
             "preset": self.preset,
             "seconds": round(self.seconds, 3),
             "machine": self.machine,

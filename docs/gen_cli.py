@@ -82,6 +82,11 @@ def _sections() -> Iterator[tuple[str, str, str]]:
         "with the package); its optional parts need the `bench` extra.",
         _help(_load("benchmarks.__main__", "parser")(), "python -m benchmarks"),
     )
+    yield (
+        "python -m benchmarks compare",
+        "",
+        _help(_load("benchmarks.__main__", "compare_parser")(), "python -m benchmarks compare"),
+    )
 
 
 def render() -> str:
