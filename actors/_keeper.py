@@ -78,15 +78,19 @@ class Keeper:
         """The current state's heal hook, if the module runs it before calls."""
         return getattr(self.state, "heal", None) if self.module.heal_before_call else None
 
+    def make(self) -> None:
+        """A new state, made by the module: what `start` does when nothing is stored."""
+        self.state = self.module.state(self.key.context)
+
     async def start(self) -> None:
         """The state for a new actor: loaded from the store, or made by the module."""
         durable = self.durable
         if durable is None or self.store is None:
-            self.state = self.module.state(self.key.context)
+            self.make()
             return
         stored = await self._load(self.store)
         if stored is None:
-            self.state = self.module.state(self.key.context)
+            self.make()
             self.version = self.digest = None
         else:
             if len(stored.blob) > _LOAD_INLINE_BYTES:  # parsing it would stall the event loop

@@ -249,6 +249,7 @@ class ToolModule(Generic[StateT]):
     _prompts: dict[str, Prompt] = attrs.field(factory=dict, init=False)
     _completions: list[Completion] = attrs.field(factory=list, init=False)
     _names: dict[str, str] = attrs.field(factory=dict, init=False)  # name -> what it names
+    _awaited: bool = attrs.field(default=False, init=False)  # see has_awaited_tools
 
     @name.validator
     def _check_module_name(self, _attribute: object, value: str) -> None:
@@ -261,8 +262,11 @@ class ToolModule(Generic[StateT]):
 
     @property
     def has_awaited_tools(self) -> bool:
-        """Whether any tool's call is awaited (async or heavy), so that a deadline can end it."""
-        return any(tool.is_async or tool.heavy for tool in self._tools.values())
+        """Whether any tool's call is awaited (async or heavy), so that a deadline can end it.
+
+        Kept as tools are declared: every new actor asks.
+        """
+        return self._awaited
 
     @property
     def tools(self) -> Mapping[str, Tool]:
@@ -426,6 +430,7 @@ class ToolModule(Generic[StateT]):
             declared_schema=_declared_schema(where, input_schema, signature),
         )
         self._names[name] = "tool"
+        self._awaited = self._awaited or is_async or heavy
         return handler
 
     def _new_name(self, kind: str, handler: Callable[..., Any], name: str | None) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
-from protocol import DEFAULT_POLICY, CallFormatError, call_name, parse_named_call
+from protocol import DEFAULT_POLICY, CallFormatError, call_name, parse_named_call, split_call
 
 from ._errors import UnknownResourceError
 from ._module import URI_ARGUMENT
@@ -76,14 +76,12 @@ def prepare_call(
     """
     name = call_name(params)
     tool = registry.resolve(name)
-    # `_prepared`, inline: every tool call comes through here.
-    parsed = parse_named_call(params, name, policy, caller)
-    arguments = tool.signature.bind(parsed.arguments)
+    # `_prepared`, inline and without a ParsedCall: every tool call comes through here.
+    context, clean, _, defaulted = split_call(params, policy, caller)
+    arguments = tool.signature.bind(clean)
     module = tool.module
-    route = (module.name, *module.scope.parts(parsed.context))
-    return PreparedCall(
-        tool, parsed.context, arguments, route, parsed.session_defaulted, params.get("_meta")
-    )
+    route = module.scope.route(module.name, context)
+    return PreparedCall(tool, context, arguments, route, defaulted, params.get("_meta"))
 
 
 def _prepared(
@@ -100,7 +98,7 @@ def _prepared(
     if extra:
         arguments.update(extra)
     module = operation.module
-    route = (module.name, *module.scope.parts(parsed.context))
+    route = module.scope.route(module.name, parsed.context)
     return PreparedCall(
         operation, parsed.context, arguments, route, parsed.session_defaulted, params.get("_meta")
     )

@@ -100,7 +100,7 @@ import math
 import time
 from collections import OrderedDict
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, TypeVar, final
 
 import attrs
 import trio
@@ -147,7 +147,7 @@ from ._resources import Completions, completions_of, handler_data
 from .store import StoreError, VersionConflict
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 
     from outcome import Outcome
 
@@ -276,6 +276,7 @@ class _Counters:
 
 
 _Outcome = CallResult | RuntimeCallError
+_ACTOR_TASK: Final = "actors._runtime.Runtime._run_actor"  # the name of every actor's task
 _WRITE_ATTEMPTS = 3  # runs of one call whose write met another writer's change
 _MARK_INTERVAL = 900.0  # seconds between two markings of the stored states in use, at most
 
@@ -284,28 +285,40 @@ _MARK_INTERVAL = 900.0  # seconds between two markings of the stored states in u
 class _Envelope:
     """One accepted call, and the slot its single reply goes into."""
 
+    # Made positionally on every call (see `Runtime._envelope`): keywords cost more.
     tool: Tool
     context: ToolContext
     arguments: dict[str, Any]
-    done: trio.Event = attrs.field(factory=trio.Event)
-    outcome: _Outcome | None = None
-    abandoned: bool = False  # the caller was cancelled before the call started
-    on_reply: Callable[[_Outcome], None] | None = None  # a caller outside trio (`submit_nowait`)
     progress: Callable[[ProgressReport], None] | None = None  # who hears the tool's progress
     log: Callable[[LogMessage], None] | None = None  # who hears the tool's log
     ask: Asker | None = None  # whom the tool's questions go to
+    on_reply: Callable[[_Outcome], None] | None = None  # a caller outside trio (`submit_nowait`)
+    outcome: _Outcome | None = None  # set once, by `reply`
+    # The caller's task while it waits for the reply, parked by `Runtime.run` and woken
+    # by `reply`: what a trio.Event would do, without making one per call.
+    waiter: trio.lowlevel.Task | None = None
+    abandoned: bool = False  # the caller was cancelled before the call started
     observed: ClassVar[bool] = False  # an `_ObservedEnvelope`: tell the observer its times
 
     def reply(self, outcome: _Outcome) -> None:
         self.outcome = outcome
-        self.done.set()
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            trio.lowlevel.reschedule(waiter)
         if self.on_reply is not None:
             self.on_reply(outcome)
 
     def withdraw(self) -> None:
         """The caller went away: skip the call if it has not started (its reply is dropped)."""
-        if not self.done.is_set():
+        self.waiter = None
+        if self.outcome is None:
             self.abandoned = True
+
+    def cancelled(self, _raise_cancel: object) -> trio.lowlevel.Abort:
+        """The waiting caller was cancelled: withdraw the call, and end its wait at once."""
+        self.withdraw()
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 @attrs.define(eq=False)
@@ -440,7 +453,7 @@ class _Actor:
     def fail_pending(self, error: Callable[[], RuntimeCallError]) -> int:
         """Reply `error()` to the running call and every queued one; return how many."""
         failed = 0
-        if self.current is not None and not self.current.done.is_set():
+        if self.current is not None and self.current.outcome is None:
             self.current.reply(error())
             failed += 1
         self.current = None
@@ -485,7 +498,10 @@ class Runtime:
         self._holding = 0  # actors holding a state, counted against max_actors
         self._held: dict[str, int] = {}  # tenant -> actors holding a state, under a cap
         self._peak = 0  # most actors running since the tables were last rebuilt
-        self._live_keys: set[ActorKey] = set()  # keys with a state, kept by the actor tasks
+        # Keys with a state, kept by the actor tasks; by route, which is hashed per call
+        # anyway, where an ActorKey would be hashed once more per activation.
+        self._live_routes: set[Route] = set()
+        self._capped = config.max_actors is not None or config.max_actors_per_tenant is not None
         self._loaded: set[ActorKey] = set()  # stored states loaded since the last sweep
         self._marks_use = store is not None
         self._counters = _Counters()
@@ -493,6 +509,9 @@ class Runtime:
         self._defaulted_tools: set[str] = set()  # tools called without a session so far
         self._watchers: list[Watcher] = []  # told of changes (resource subscriptions)
         self._timeout = math.inf if config.call_timeout is None else config.call_timeout
+        # trio.current_time(), without the two calls it makes to reach the run's clock:
+        # read twice per call. The clock is the run's for its whole life, as is the runtime.
+        self._now = trio.lowlevel.current_clock().current_time
         self._threads = trio.CapacityLimiter(config.heavy_threads)  # see "Heavy handlers"
         # TTL bookkeeping: a heap of (when to look at an actor again, tie-breaker, actor),
         # read by one reaper task. Entries go stale when an actor is used; the
@@ -523,13 +542,7 @@ class Runtime:
         RuntimeClosedError or CapacityError for a call the runtime could not
         complete. See the module docstring for cancellation.
         """
-        # prepare_call here rather than through `prepare`: a frame less on every call.
-        try:
-            call = prepare_call(self._registry, params, self._config.policy, caller)
-        except (ProtocolError, RuntimeCallError) as error:
-            self._refused(params, error)
-            raise
-        return await self.run(call)
+        return await self.run(self.prepare(params, caller=caller))
 
     def prepare(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> PreparedCall:
         """Check a call and work out its actor without sending it (`actors.prepare_call`).
@@ -590,7 +603,8 @@ class Runtime:
     ) -> CallResult:
         """`call` with the parts given separately."""
         params = {"name": name, "arguments": arguments, "_meta": meta}
-        return await self.call(params, caller=caller)
+        # Not through `call`: a coroutine less to resume at every wake-up.
+        return await self.run(self.prepare(params, caller=caller))
 
     # ---- resources, prompts, completions (the caller's task) -------------------
 
@@ -702,19 +716,19 @@ class Runtime:
         # One coroutine frame from here to the reply: this is every call's hot path.
         if call.session_defaulted:
             self._log_defaulted(call.tool, call.context.session_id)
-        envelope = self._envelope(call, progress=progress, log=log, ask=ask)
+        envelope = self._envelope(call, progress, log, ask)
         while (full := self._offer(call, envelope)) is not None:
             if await self._send_when_room(full, envelope):
                 self._counters.calls += 1
                 break
-        try:
-            await envelope.done.wait()
-        finally:
-            envelope.withdraw()  # cancelled: withdraw it if it has not started
+        if envelope.outcome is None:  # else it came while the caller waited for room
+            envelope.waiter = trio.lowlevel.current_task()
+            # Cancellable: a cancelled caller withdraws the call (`cancelled`).
+            await trio.lowlevel.wait_task_rescheduled(envelope.cancelled)
         outcome = envelope.outcome
         if isinstance(outcome, RuntimeCallError):
             raise outcome
-        assert outcome is not None  # done is set only by reply()
+        assert outcome is not None  # set by `reply` before it wakes the caller
         return outcome
 
     def submit_nowait(
@@ -731,7 +745,7 @@ class Runtime:
         """
         if call.session_defaulted:
             self._log_defaulted(call.tool, call.context.session_id)
-        envelope = self._envelope(call, on_reply=on_reply)
+        envelope = self._envelope(call, None, None, None, on_reply)
         full = self._offer(call, envelope)
         if full is not None:
             full.pending -= 1  # not accepted, and nobody waits to send it
@@ -741,23 +755,14 @@ class Runtime:
     def _envelope(
         self,
         call: PreparedCall,
-        *,
-        progress: Callable[[ProgressReport], None] | None = None,
+        progress: Callable[[ProgressReport], None] | None,
+        log: Callable[[LogMessage], None] | None,
+        ask: Asker | None,
         on_reply: Callable[[_Outcome], None] | None = None,
-        log: Callable[[LogMessage], None] | None = None,
-        ask: Asker | None = None,
     ) -> _Envelope:
         """The envelope `call` travels in: an observed one when someone observes."""
         if self._observer is None:
-            return _Envelope(
-                call.tool,
-                call.context,
-                call.arguments,
-                on_reply=on_reply,
-                progress=progress,
-                log=log,
-                ask=ask,
-            )
+            return _Envelope(call.tool, call.context, call.arguments, progress, log, ask, on_reply)
         return _ObservedEnvelope(
             call.tool,
             call.context,
@@ -788,9 +793,10 @@ class Runtime:
             raise self._refusal(call, SessionEndingError(msg))
         actor = self._actors.get(route)
         if actor is None or not actor.accepting:
-            actor = self._start(route, call.tool.module, predecessor=actor)
-        self._actors.move_to_end(route)
-        actor.last_used = trio.current_time()
+            actor = self._start(route, call.tool.module, actor, context)
+        else:
+            self._actors.move_to_end(route)
+            actor.last_used = self._now()
         actor.pending += 1
         try:
             actor.send.send_nowait(envelope)
@@ -891,16 +897,26 @@ class Runtime:
             )
         return f"all {cap} live actors are busy; raise max_actors or retry later"
 
-    def _start(self, route: Route, module: ToolModule[Any], predecessor: _Actor | None) -> _Actor:
-        """Route `route` to a new actor now; its task sets up the state when it may."""
+    def _start(
+        self,
+        route: Route,
+        module: ToolModule[Any],
+        predecessor: _Actor | None,
+        context: ToolContext,
+    ) -> _Actor:
+        """Route `route` to a new actor now, as the most recently used; its task sets up the
+        state when it may. `context` is the first call's: its key's, if the scope keeps it all.
+        """
         name, session, assistant, thread = route
-        key = ActorKey(name, ToolContext(session, assistant, thread))
+        if (context.assistant_id, context.thread_id) != (assistant, thread):
+            context = ToolContext(session, assistant, thread)  # projected on the module's scope
+        key = ActorKey(name, context)
         # Not open_memory_channel[_Envelope](...): the subscripted form goes
         # through typing's generic alias and costs more than the rest of _start.
         send: trio.MemorySendChannel[_Envelope]
         receive: trio.MemoryReceiveChannel[_Envelope]
         send, receive = trio.open_memory_channel(self._config.mailbox_size)
-        now = trio.current_time()
+        now = self._now()
         actor = _Actor(
             key=key,
             route=route,
@@ -913,11 +929,15 @@ class Runtime:
             predecessor=predecessor,
         )
         self._actors[route] = actor  # a stopping predecessor keeps running off the table
+        if predecessor is not None:
+            self._actors.move_to_end(route)  # replaced in place: a new key lands last anyway
         self._running.add(actor)
-        self._peak = max(self._peak, len(self._running))
+        if len(self._running) > self._peak:
+            self._peak = len(self._running)
         self._counters.started += 1
         self._expire_at(actor, now + actor.ttl)
-        self._nursery.start_soon(self._run_actor, actor)
+        # Named here: trio would work out the same name from the method on every start.
+        self._nursery.start_soon(self._run_actor, actor, name=_ACTOR_TASK)
         return actor
 
     # ---- TTL (the reaper task) --------------------------------------------
@@ -930,7 +950,7 @@ class Runtime:
     async def _reap(self) -> None:
         """Stop actors whose idle time reached their TTL; runs for the runtime's life."""
         while True:
-            now = trio.current_time()
+            now = self._now()
             while self._expiries and self._expiries[0][0] <= now:
                 _, _, actor = heapq.heappop(self._expiries)
                 self._review(actor, now)
@@ -960,16 +980,23 @@ class Runtime:
         key = actor.key
         keeper = Keeper(key, actor.module, self._store, observer=self._observer)
         started = False  # a state exists (made or loaded)
-        error: Callable[[], RuntimeCallError] = self._shutdown_error
+        error: Callable[[], RuntimeCallError] | None = None  # None: the shutdown's
         try:
-            await self._activate(actor)
-            await keeper.start()
+            # Most actors wait for nothing and load nothing: no coroutine for either.
+            if not self._activate_now(actor):
+                await self._activate(actor)
+            if keeper.durable is None:
+                keeper.make()
+            else:
+                await keeper.start()
             started = True
             if self._marks_use and keeper.version is not None:
                 self._loaded.add(key)  # a stored state read: used, for the retention
             if self._observer is not None:
                 self._observer.actor_started(key)
-            await run_hook(getattr(keeper.state, "on_start", None))
+            on_start = getattr(keeper.state, "on_start", None)
+            if on_start is not None:
+                await run_hook(on_start)
             background = getattr(keeper.state, "start_background", None)
             if background is None:
                 await self._serve(actor, keeper)
@@ -994,7 +1021,7 @@ class Runtime:
             error = functools.partial(ActorCrashedError, key, _sole_cause(exc))
         finally:
             actor.accepting = False
-            self._counters.errors += actor.fail_pending(error)
+            self._counters.errors += actor.fail_pending(error or self._shutdown_error)
             if started and not actor.stopped:
                 await self._stop_state(actor, keeper.state)
             if started and self._observer is not None:
@@ -1004,6 +1031,18 @@ class Runtime:
             self._release(actor)
             logger.debug("actor stopped for %s", key)
 
+    def _activate_now(self, actor: _Actor) -> bool:
+        """Let `actor` hold its key's state at once if it need not wait; whether it did.
+
+        It waits for a predecessor still stopping, or for room under a cap (`_activate`).
+        """
+        if actor.predecessor is not None or self._capped:
+            return False
+        self._holding += 1
+        actor.holds_state = True
+        self._note_live(actor)
+        return True
+
     async def _activate(self, actor: _Actor) -> None:
         """Wait until `actor` may hold its key's state: alone, and within max_actors."""
         if actor.predecessor is not None:
@@ -1011,21 +1050,25 @@ class Runtime:
             # state waits until the key's previous actor has fully stopped.
             await actor.predecessor.wait_finished()
             actor.predecessor = None
-        if self._config.max_actors is None and self._config.max_actors_per_tenant is None:
+        if self._capped:
+            await self._make_room(actor)
+        else:
             self._holding += 1
             actor.holds_state = True
-        else:
-            await self._make_room(actor)
-        if actor.key in self._live_keys:
+        self._note_live(actor)
+
+    def _note_live(self, actor: _Actor) -> None:
+        """Record that `actor` holds its key's state; a second live state is a bug."""
+        if actor.route in self._live_routes:
             self._counters.duplicate_actors += 1
             logger.error("BUG: a second state for %s while one was live", actor.key)
-        self._live_keys.add(actor.key)
+        self._live_routes.add(actor.route)
         logger.debug("actor started for %s", actor.key)
 
     def _release(self, actor: _Actor) -> None:
         """Forget a finished actor and wake whoever waits for it."""
         if actor.holds_state:
-            self._live_keys.discard(actor.key)
+            self._live_routes.discard(actor.route)
             self._holding -= 1
             if actor.tenant is not None:  # counted per tenant only under a cap
                 self._held[actor.tenant] -= 1
@@ -1051,7 +1094,7 @@ class Runtime:
             return
         self._actors = OrderedDict(self._actors)
         self._running = set(self._running)
-        self._live_keys = set(self._live_keys)
+        self._live_routes = set(self._live_routes)
         self._expiries = [entry for entry in self._expiries if not entry[2].finished]
         heapq.heapify(self._expiries)
         self._peak = running
@@ -1120,15 +1163,22 @@ class Runtime:
             await worker.finished.wait()
         return worker.finished.is_set()
 
-    async def _serve(self, actor: _Actor, keeper: Keeper) -> None:
-        """Serve calls until the mailbox is closed and drained."""
+    def _serve(self, actor: _Actor, keeper: Keeper) -> Coroutine[Any, Any, None]:
+        """Serve calls until the mailbox is closed and drained (the coroutine that does).
+
+        A plain function that returns the serving coroutine, not a coroutine
+        that awaits it: the actor's task resumes one coroutine less per call.
+        """
         # Store I/O is not on this list: each store bounds its own operations
         # (SQLite's busy timeout, PostgreSQL's connect and TCP timeouts), and
         # arming the deadline around every write would cost every durable call.
         awaited = keeper.heal or actor.module.has_awaited_tools
         if self._timeout == math.inf or not awaited:
-            await self._serve_calls(actor, keeper, None)  # nothing a deadline could cancel
-            return
+            return self._serve_calls(actor, keeper, None)  # nothing a deadline could cancel
+        return self._serve_with_deadline(actor, keeper)
+
+    async def _serve_with_deadline(self, actor: _Actor, keeper: Keeper) -> None:
+        """`_serve_calls` under the call timeout, started afresh after each timeout."""
         while True:
             # One deadline scope serves many calls: its deadline is moved per
             # call, which is far cheaper than a new cancel scope per call. Once
@@ -1164,17 +1214,16 @@ class Runtime:
             armed = deadline is not None and (tool.is_async or tool.heavy or heal is not None)
             if armed:
                 assert deadline is not None
-                deadline.deadline = trio.current_time() + timeout
+                deadline.deadline = self._now() + timeout
             if keeper.stale:  # a write failed or a call timed out: the store is right
                 await keeper.start()  # raising here is an actor crash; the next actor loads
                 heal = keeper.heal
             if heal is not None:
                 await run_hook(heal)  # raising here is an actor crash: the resource is gone
-            # Inline rather than through _run_call: one coroutine frame less per call.
-            if tool.heavy:
-                outcome = await self._invoke_in_thread(actor, keeper.state, envelope)
-            else:
-                outcome = await self._invoke(keeper.state, envelope)
+            if tool.is_async or tool.heavy:
+                outcome = await self._run_call(actor, keeper, envelope)
+            else:  # `_run_call`'s last line, inline: most handlers are sync and run right here
+                outcome = self._invoke_sync(keeper.state, envelope, _channels(envelope))
             if durable and not tool.read_only:
                 outcome = await self._write(actor, keeper, envelope, outcome)
                 heal = keeper.heal  # a conflict may have loaded the state again
@@ -1191,12 +1240,16 @@ class Runtime:
             del envelope, tool, outcome
             actor.current = None
             actor.pending -= 1
-            actor.idle_since = trio.current_time()
+            actor.idle_since = self._now()
 
     async def _run_call(self, actor: _Actor, keeper: Keeper, envelope: _Envelope) -> CallResult:
-        if envelope.tool.heavy:
+        """Run the call's handler on the key's state: awaited, in a worker thread, or inline."""
+        tool = envelope.tool
+        if tool.is_async:
+            return await self._invoke(keeper.state, envelope)
+        if tool.heavy:
             return await self._invoke_in_thread(actor, keeper.state, envelope)
-        return await self._invoke(keeper.state, envelope)
+        return self._invoke_sync(keeper.state, envelope, _channels(envelope))
 
     async def _write(
         self, actor: _Actor, keeper: Keeper, envelope: _Envelope, outcome: CallResult
@@ -1250,7 +1303,7 @@ class Runtime:
         """
         envelope = actor.current
         actor.current = None
-        if envelope is None or envelope.done.is_set():
+        if envelope is None or envelope.outcome is not None:
             return  # the call finished just as the deadline fired
         self._counters.timeouts += 1
         self._counters.errors += 1
@@ -1263,20 +1316,16 @@ class Runtime:
             await actor.worker.finished.wait()  # its result is dropped
             actor.worker = None
         actor.pending -= 1  # only now: until the thread ended, the actor was busy
-        actor.idle_since = trio.current_time()
+        actor.idle_since = self._now()
 
     @staticmethod
     async def _invoke(state: object, envelope: _Envelope) -> CallResult:
+        """An async handler's call and result conversion, on the loop."""
         tool = envelope.tool
         try:
-            if tool.signature.injects:
-                value = tool.invoke(
-                    state, envelope.context, envelope.arguments, *_channels(envelope)
-                )
-            else:  # most tools: nothing to fill in, so no channel is made
-                value = tool.handler(state, **envelope.arguments)
-            if tool.is_async:
-                value = await value
+            value = await tool.invoke(
+                state, envelope.context, envelope.arguments, *_channels(envelope)
+            )
             return tool.result_of(value)
         except Exception as exc:
             return _failure(tool, exc)
@@ -1302,10 +1351,13 @@ class Runtime:
 
     @staticmethod
     def _invoke_sync(state: object, envelope: _Envelope, channels: _Channels) -> CallResult:
-        """A heavy handler's call and result conversion, in its worker thread."""
+        """A sync handler's call and result conversion: on the loop, or a heavy one's thread."""
         tool = envelope.tool
         try:
-            value = tool.invoke(state, envelope.context, envelope.arguments, *channels)
+            if channels is _NO_CHANNELS:  # most tools: nothing to fill in
+                value = tool.handler(state, **envelope.arguments)
+            else:
+                value = tool.invoke(state, envelope.context, envelope.arguments, *channels)
             return tool.result_of(value)
         except Exception as exc:
             return _failure(tool, exc)
@@ -1378,7 +1430,8 @@ class Runtime:
         assert self._store is not None
         interval = _MARK_INTERVAL if retention is None else min(retention / 4, _MARK_INTERVAL)
         while True:
-            used, self._loaded = self._loaded | self._live_keys, set()
+            live = {actor.key for actor in self._running if actor.holds_state}
+            used, self._loaded = self._loaded | live, set()
             try:
                 if used:
                     await self._store.touch(used)
@@ -1454,6 +1507,8 @@ def _failure(tool: Tool, exc: Exception) -> CallResult:
 
 
 _Channels = tuple[Progress | None, Log | None, Ask | None]
+_NO_CHANNELS: Final[_Channels] = (None, None, None)
+"""A tool that takes none of them: its handler is called with its arguments alone."""
 
 
 class Watcher(Protocol):
@@ -1473,17 +1528,19 @@ def _channels(envelope: _Envelope) -> _Channels:
     deadline) are dropped.
     """
     signature = envelope.tool.signature
+    if not signature.injects:
+        return _NO_CHANNELS  # most tools: nothing to fill in, so no channel is made
     reporter = envelope.progress
     progress = (
         None
         if reporter is None or signature.progress_parameter is None
-        else Progress(lambda report: None if envelope.done.is_set() else reporter(report))
+        else Progress(lambda report: None if envelope.outcome is not None else reporter(report))
     )
     hearer = envelope.log
     log = (
         None
         if hearer is None or signature.log_parameter is None
-        else Log(lambda message: None if envelope.done.is_set() else hearer(message))
+        else Log(lambda message: None if envelope.outcome is not None else hearer(message))
     )
     ask = None if signature.ask_parameter is None else Ask(envelope.ask)
     return progress, log, ask

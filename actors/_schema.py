@@ -154,6 +154,8 @@ class Signature:
         Raises:
             ArgumentsError: naming every value that does not fit the schema.
         """
+        if not arguments and not self._parameter_names and self._single_parameter is None:
+            return {}  # a tool that takes nothing, called with nothing: nothing to check
         # A handler could keep a value typed Any in its state; a private copy
         # keeps the caller's objects out of it (invariants 2 and 6).
         source = copy.deepcopy(arguments) if self._copy_arguments else arguments

@@ -8,6 +8,7 @@ from ._call import ParsedCall as ParsedCall
 from ._call import call_name as call_name
 from ._call import parse_call as parse_call
 from ._call import parse_named_call as parse_named_call
+from ._call import split_call as split_call
 from ._caller import Caller as Caller
 from ._caller import NoSessionError as NoSessionError
 from ._caller import TenantError as TenantError
@@ -99,6 +100,7 @@ __all__ = [
     "render_data",
     "service_info_of",
     "shard_for",
+    "split_call",
     "tenant_of",
     "to_tool_result",
     "unwrap",

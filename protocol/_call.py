@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any, TypeGuard, final
 
 import attrs
 
-from ._context import DEFAULT_POLICY, SESSION_REQUIRED, ContextPolicy, ToolContext, _split
+from ._context import DEFAULT_POLICY, SESSION_REQUIRED, ContextPolicy, ToolContext, _context, _split
 from ._errors import CallFormatError, ContextError
 
 if TYPE_CHECKING:
     from ._caller import Caller
 
-__all__ = ["ParsedCall", "call_name", "parse_call", "parse_named_call"]
+__all__ = ["ParsedCall", "call_name", "parse_call", "parse_named_call", "split_call"]
 
 
 @final
@@ -47,7 +47,7 @@ def _mapping_field(params: Mapping[str, Any], field: str) -> Mapping[str, Any]:
     value = params.get(field)
     if value is None:
         return _EMPTY
-    if not _is_mapping(value):
+    if type(value) is not dict and not _is_mapping(value):  # a dict, the usual case, inline
         msg = f"{field!r} must be an object, got {type(value).__name__}"
         raise CallFormatError(msg)
     return value
@@ -59,7 +59,7 @@ def call_name(params: Mapping[str, Any]) -> str:
     Read before the rest, so that an unknown tool can be refused the same way
     whatever the call's context or arguments.
     """
-    if not _is_mapping(params):
+    if type(params) is not dict and not _is_mapping(params):  # a dict, the usual case, inline
         msg = f"a tool call must be an object, got {type(params).__name__}"
         raise CallFormatError(msg)
     name = params.get("name")
@@ -89,6 +89,17 @@ def parse_named_call(
     params: Mapping[str, Any], name: str, policy: ContextPolicy, caller: Caller | None
 ) -> ParsedCall:
     """`parse_call` for a mapping whose `name` was already read by `call_name`."""
+    return ParsedCall(name, *split_call(params, policy, caller))
+
+
+def split_call(
+    params: Mapping[str, Any], policy: ContextPolicy, caller: Caller | None
+) -> tuple[ToolContext, dict[str, Any], Mapping[str, Any], bool]:
+    """`parse_named_call`'s parts, (context, arguments, meta, session_defaulted), as a tuple.
+
+    For a router that keeps the parts in a record of its own: every tool call
+    goes through here, and a `ParsedCall` more per call is measurable.
+    """
     arguments = _mapping_field(params, "arguments")
     meta = _mapping_field(params, "_meta")
     if caller is None:
@@ -96,7 +107,7 @@ def parse_named_call(
     else:
         context, clean, defaulted = _split(arguments, meta, _lenient(policy))
         context, defaulted = _claim(context, defaulted, policy, caller)
-    return ParsedCall(name, context, clean, meta, defaulted)
+    return context, clean, meta, defaulted
 
 
 @functools.cache
@@ -114,7 +125,7 @@ def _claim(
         return context, False
     session = caller.default_session(policy)  # inside the caller's tenant by construction
     if session is not None:
-        return attrs.evolve(context, session_id=session), False
+        return _context(session, context.assistant_id, context.thread_id), False
     if policy.require_session:
         raise ContextError(SESSION_REQUIRED)
     return context, True

@@ -24,6 +24,7 @@ Handlers never see them. Rules, all checked before anything else happens:
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -69,7 +70,7 @@ def _positive(_instance: object, attribute: attrs.Attribute[int], value: int) ->
 
 
 @final
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # hashed per call by `_lenient`
 class ContextPolicy:
     """How strictly context fields are checked."""
 
@@ -109,6 +110,10 @@ _META_SPELLINGS: Final = {
     "threadId": "thread_id",
     "thread_id": "thread_id",
 }
+_CONTEXTS_KEPT: Final = 4096
+"""Contexts `_split` keeps for reuse: bounded, so that a flood of new ids only evicts.
+
+Each holds at most three ids of ``max_id_bytes``: about 3 MiB at the default limits."""
 _CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _ACCEPTED_ARGUMENTS: Final = ", ".join(_ARGUMENT_SPELLINGS)
@@ -139,6 +144,21 @@ def _check_id(source: str, value: object, policy: ContextPolicy) -> str:
             f"the limit is {policy.max_id_length}"
         )
         raise ContextError(msg)
+    # Control characters and lone surrogates are unprintable: most ids skip both searches.
+    if not value.isprintable():
+        _refuse_unprintable(source, value)
+    # A character takes at most 4 bytes: only a long id can be over the byte limit.
+    if length * 4 > policy.max_id_bytes and len(value.encode()) > policy.max_id_bytes:
+        msg = (
+            f"context field {source!r} takes {len(value.encode())} bytes of UTF-8; "
+            f"the limit is {policy.max_id_bytes}"
+        )
+        raise ContextError(msg)
+    return value
+
+
+def _refuse_unprintable(source: str, value: str) -> None:
+    """Raise for a control character or a lone surrogate in `value`, if it holds one."""
     if match := _CONTROL_CHARACTER.search(value):
         msg = (
             f"context field {source!r} contains the control character "
@@ -153,14 +173,6 @@ def _check_id(source: str, value: object, policy: ContextPolicy) -> str:
             f"{match.group()!r} at index {match.start()}; ids must be valid Unicode text"
         )
         raise ContextError(msg)
-    # A character takes at most 4 bytes: only a long id can be over the byte limit.
-    if length * 4 > policy.max_id_bytes and len(value.encode()) > policy.max_id_bytes:
-        msg = (
-            f"context field {source!r} takes {len(value.encode())} bytes of UTF-8; "
-            f"the limit is {policy.max_id_bytes}"
-        )
-        raise ContextError(msg)
-    return value
 
 
 def _unknown_field(
@@ -174,6 +186,7 @@ def _unknown_field(
 
 
 def _record(found: dict[str, tuple[str, str]], field: str, source: str, value: str) -> None:
+    """Record `field`'s value, unless it was found already: then the two must agree."""
     earlier = found.get(field)
     if earlier is None:
         found[field] = (source, value)
@@ -190,18 +203,18 @@ def _split_arguments(
 ) -> dict[str, Any]:
     clean: dict[str, Any] = {}
     for key, value in arguments.items():
+        field = _ARGUMENT_SPELLINGS.get(key)
+        if field is not None:  # a context field, spelled as accepted: the common case first
+            _record(found, field, key, _check_id(key, value, policy))
+            continue
         if not isinstance(key, str):
             msg = f"argument names must be strings, got {_describe(key)} {key!r}"
             raise ContextError(msg)
-        if not claims_context(key):
-            clean[key] = value
-            continue
-        field = _ARGUMENT_SPELLINGS.get(key)
-        if field is None:
+        if claims_context(key):
             near = near_field(key)
             suggestion = None if near is None else f"__{_CAMEL_CASE[near]}"
             raise _unknown_field(key, key, suggestion, _ACCEPTED_ARGUMENTS, where=" in arguments")
-        _record(found, field, key, _check_id(key, value, policy))
+        clean[key] = value
     return clean
 
 
@@ -235,12 +248,22 @@ def _split(
         raise ContextError(SESSION_REQUIRED)
     assistant = found.get("assistant_id")
     thread = found.get("thread_id")
-    context = ToolContext(
-        session_id=policy.default_session if session is None else session[1],
-        assistant_id=None if assistant is None else assistant[1],
-        thread_id=None if thread is None else thread[1],
+    context = _context(
+        policy.default_session if session is None else session[1],
+        None if assistant is None else assistant[1],
+        None if thread is None else thread[1],
     )
     return context, clean, defaulted
+
+
+@functools.lru_cache(maxsize=_CONTEXTS_KEPT)
+def _context(session: str, assistant: str | None, thread: str | None) -> ToolContext:
+    """The ToolContext of these ids, shared by the calls that name them (it is immutable).
+
+    A conversation sends the same ids call after call; a hit costs a third of
+    building the context, and its hash, cached, is worked out once.
+    """
+    return ToolContext(session, assistant, thread)
 
 
 def extract_context(

@@ -87,6 +87,7 @@ not the checks.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from typing import Final
@@ -277,6 +278,14 @@ def meta_near_field(key: str) -> str | None:
     """`near_field` for a ``_meta`` key: keys under another party's prefix are theirs."""
     if len(key) > LONGEST_LOOKALIKE:  # before `partition` copies a huge key
         return None
+    return _meta_near_short_field(key)
+
+
+@functools.lru_cache(maxsize=1024)
+def _meta_near_short_field(key: str) -> str | None:
+    # Cached: a client sends the same few _meta keys (progressToken, ...) on
+    # every call. Keys are at most LONGEST_LOOKALIKE characters here, so the
+    # cache holds at most 32 Ki characters of them however many a client makes up.
     prefix, slash, name = key.partition("/")
     if slash and name and _PREFIX.fullmatch(prefix):
         return near_field(name) if prefix.lower() == _OWN_PREFIX else None

@@ -46,15 +46,26 @@ class Scope(enum.Enum):
         Equal parts mean equal projections; a router may key by this tuple
         instead of building a `ToolContext` per call.
         """
-        if self is Scope.SESSION_ASSISTANT_THREAD:
-            return (context.session_id, context.assistant_id, context.thread_id)
-        if self is Scope.SESSION_ASSISTANT:
-            return (context.session_id, context.assistant_id, None)
-        return (context.session_id, None, None)
+        _, session, assistant, thread = self.route("", context)
+        return (session, assistant, thread)
+
+    def route(self, module: str, context: ToolContext) -> tuple[str, str, str | None, str | None]:
+        """``(module, *self.parts(context))``, built at once: the key a router looks up per call."""
+        # Module globals, not ``Scope.SESSION``: an Enum's class attribute costs
+        # more to read than the rest of this method (this runs on every call).
+        if self is _SESSION:
+            return (module, context.session_id, None, None)
+        if self is _SESSION_ASSISTANT:
+            return (module, context.session_id, context.assistant_id, None)
+        return (module, context.session_id, context.assistant_id, context.thread_id)
 
     def project(self, context: ToolContext) -> ToolContext:
         """Return `context` with the parts outside this scope set to ``None``."""
         return ToolContext(*self.parts(context))
+
+
+_SESSION: Final = Scope.SESSION
+_SESSION_ASSISTANT: Final = Scope.SESSION_ASSISTANT
 
 
 @final

@@ -299,6 +299,9 @@ class _Attempt:
 
     def log(self) -> None:
         """One line: what ran, for whom, on whose behalf, how it ended, how long it took."""
+        level = logging.WARNING if self.outcome == "outside_tenant" else logging.INFO
+        if not logger.isEnabledFor(level):
+            return  # a line nobody keeps costs nothing to build (one per request)
         milliseconds = (time.perf_counter() - self.started) * 1000
         context = self.context
         where = (
@@ -309,7 +312,6 @@ class _Attempt:
         )
         caller = self.caller
         tenant = "" if caller.tenant is None else f" tenant={caller.tenant!r}"
-        level = logging.WARNING if self.outcome == "outside_tenant" else logging.INFO
         event = {
             "event": self.method,
             "tool" if self.method == "tools/call" else "target": self.name,

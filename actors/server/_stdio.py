@@ -122,7 +122,8 @@ class _LineSplitter:
             self._take(data[start:end])
             lines.append(self._finish())
             start = end + 1
-        self._take(data[start:])
+        if start < len(data):  # the usual chunk ends with its newline: nothing left to take
+            self._take(data[start:])
         return lines
 
     def close(self) -> list[bytes | _Oversized]:
@@ -405,7 +406,8 @@ class _Exchange(_ClosedOnExit):
         if owner is not None:
             owner.replies.append(message)
         else:
-            self._note_version(message)
+            if self._initialize_id is not None:  # only until the initialize is answered
+                self._note_version(message)
             await self._pass_on(item)
         await self._settle(owner)
 
