@@ -24,6 +24,7 @@ __all__ = ["run_activation"]
 
 NAME: Final = "activation"
 RATE_TARGET: Final = Target(">=", 20_000)  # activations per second
+FLOOR_TARGET: Final = Target(">=", 0.6)  # of the bare channel floor's activations per second
 _FIRST_MANY: Final = "first, many callers"
 _FIRST_ONE: Final = "first, one caller"
 _WARM_ONE: Final = "warm, one caller"
@@ -67,7 +68,8 @@ def _figures(results: Results, callers: int) -> list[Figure]:
         figures.append(figure(NAME, name, rate, "/s", RATE_TARGET if runtime else None))
         if runtime:
             paired = ratios(results[design][_FIRST_MANY], results[FLOOR][_FIRST_MANY])
-            figures.append(figure(NAME, f"{design} / {FLOOR}, activations", paired, "x"))
+            name = f"{design} / {FLOOR}, activations"
+            figures.append(figure(NAME, name, paired, "x", FLOOR_TARGET))
         for phase in (_FIRST_ONE, _WARM_ONE):
             for q in (0.5, 0.99):
                 stats = latencies(results[design][phase], q)

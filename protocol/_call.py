@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard, final
 
 import attrs
 
-from ._context import DEFAULT_POLICY, SESSION_REQUIRED, ContextPolicy, ToolContext, _context, _split
+from ._context import DEFAULT_POLICY, SESSION_REQUIRED, ContextPolicy, ToolContext, _split
 from ._errors import CallFormatError, ContextError
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def _claim(
         return context, False
     session = caller.default_session(policy)  # inside the caller's tenant by construction
     if session is not None:
-        return _context(session, context.assistant_id, context.thread_id), False
+        return ToolContext(session, context.assistant_id, context.thread_id), False
     if policy.require_session:
         raise ContextError(SESSION_REQUIRED)
     return context, True

@@ -24,7 +24,6 @@ Handlers never see them. Rules, all checked before anything else happens:
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -110,10 +109,6 @@ _META_SPELLINGS: Final = {
     "threadId": "thread_id",
     "thread_id": "thread_id",
 }
-_CONTEXTS_KEPT: Final = 4096
-"""Contexts `_split` keeps for reuse: bounded, so that a flood of new ids only evicts.
-
-Each holds at most three ids of ``max_id_bytes``: about 3 MiB at the default limits."""
 _CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _ACCEPTED_ARGUMENTS: Final = ", ".join(_ARGUMENT_SPELLINGS)
@@ -248,22 +243,12 @@ def _split(
         raise ContextError(SESSION_REQUIRED)
     assistant = found.get("assistant_id")
     thread = found.get("thread_id")
-    context = _context(
+    context = ToolContext(
         policy.default_session if session is None else session[1],
         None if assistant is None else assistant[1],
         None if thread is None else thread[1],
     )
     return context, clean, defaulted
-
-
-@functools.lru_cache(maxsize=_CONTEXTS_KEPT)
-def _context(session: str, assistant: str | None, thread: str | None) -> ToolContext:
-    """The ToolContext of these ids, shared by the calls that name them (it is immutable).
-
-    A conversation sends the same ids call after call; a hit costs a third of
-    building the context, and its hash, cached, is worked out once.
-    """
-    return ToolContext(session, assistant, thread)
 
 
 def extract_context(

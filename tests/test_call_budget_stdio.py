@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from actors import Runtime
 
-STDIO_CALL: Final = 49
+STDIO_CALL: Final = 50
 """A ``tools/call`` line written to a stdio server's stdin, to its reply read from stdout,
 beyond the runtime's."""
 
