@@ -721,7 +721,10 @@ class Runtime:
             if await self._send_when_room(full, envelope):
                 self._counters.calls += 1
                 break
-        if envelope.outcome is None:  # else it came while the caller waited for room
+        # Always None with trio's channels (a caller let in from a full mailbox runs
+        # again before the actor can take its call); checked, since waiting for a reply
+        # that came already would never end.
+        if envelope.outcome is None:
             envelope.waiter = trio.lowlevel.current_task()
             # Cancellable: a cancelled caller withdraws the call (`cancelled`).
             await trio.lowlevel.wait_task_rescheduled(envelope.cancelled)
