@@ -310,7 +310,11 @@ class _Envelope:
             self.on_reply(outcome)
 
     def withdraw(self) -> None:
-        """The caller went away: skip the call if it has not started (its reply is dropped)."""
+        """The caller went away: skip the call if it has not started (its reply is dropped).
+
+        Only for a caller that is not parked on the envelope (or whose wait is being
+        aborted): a parked one would never be woken.
+        """
         self.waiter = None
         if self.outcome is None:
             self.abandoned = True
@@ -911,7 +915,7 @@ class Runtime:
         state when it may. `context` is the first call's: its key's, if the scope keeps it all.
         """
         name, session, assistant, thread = route
-        if (context.assistant_id, context.thread_id) != (assistant, thread):
+        if (context.session_id, context.assistant_id, context.thread_id) != route[1:]:
             context = ToolContext(session, assistant, thread)  # projected on the module's scope
         key = ActorKey(name, context)
         # Not open_memory_channel[_Envelope](...): the subscripted form goes

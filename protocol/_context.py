@@ -140,7 +140,7 @@ def _check_id(source: str, value: object, policy: ContextPolicy) -> str:
         )
         raise ContextError(msg)
     # Control characters and lone surrogates are unprintable: most ids skip both searches.
-    if not value.isprintable():
+    if not str.isprintable(value):  # str's own: a subclass cannot vouch for itself
         _refuse_unprintable(source, value)
     # A character takes at most 4 bytes: only a long id can be over the byte limit.
     if length * 4 > policy.max_id_bytes and len(value.encode()) > policy.max_id_bytes:

@@ -204,6 +204,16 @@ class TestRouting:
             assert await read(runtime, "s1") == ["one"]
             assert await read(runtime, "s2") == ["two"]
 
+    async def test_the_route_names_the_key_whatever_the_context(self) -> None:
+        """A prepared call runs on the actor of its route, which keys the state: a
+        `PreparedCall` is public, and a context that disagrees must not name the key."""
+        liveness = Liveness()
+        async with running([box_module(liveness)]) as runtime:
+            prepared = runtime.prepare({"name": "box__read", "arguments": {"__sessionId": "s9"}})
+            rerouted = attrs.evolve(prepared, route=("box", "s1", None, None))
+            await runtime.run(rerouted)
+            assert [actor.key for actor in runtime.actors()] == [ActorKey("box", ToolContext("s1"))]
+
     async def test_scope_decides_what_shares_state(self) -> None:
         """Assistants share a SESSION-scoped state but not a SESSION_ASSISTANT one."""
         liveness = Liveness()
