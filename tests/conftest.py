@@ -1,4 +1,5 @@
-"""Shared test configuration: Hypothesis profiles, and a private state folder per test.
+"""Shared test configuration: Hypothesis profiles, how many pytest-xdist workers ``-n auto``
+starts, and a private state folder per test.
 
 Neither profile times the examples: no deadline, no "too slow" health check.
 A busy machine (a shared CI runner, `.ci/run` beside other work, which does
@@ -17,6 +18,15 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("ci", settings.get_profile("dev"), print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pytest-xdist): one worker more than the cores this process may use.
+
+    Many tests spend part of their time waiting on a server process (its start, its
+    drain after SIGTERM); a spare worker's test uses the core meanwhile.
+    """
+    return len(os.sched_getaffinity(0)) + 1
 
 
 @pytest.fixture(autouse=True)
