@@ -262,7 +262,7 @@ class Peer:
         if self.fastmcp:
             result = await self.session.call_tool(tool, {"session_id": session_id, **arguments})
         else:
-            # An open TypedDict (PEP 728 extra items), which mypy does not know yet.
+            # An open TypedDict (one with extra items), which mypy does not know yet.
             meta = cast("RequestParamsMeta", {"sessionId": session_id})
             result = await self.session.call_tool(f"planning__{tool}", arguments, meta=meta)
         return bool(getattr(result, "is_error", True)), _text(result)

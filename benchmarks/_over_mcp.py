@@ -87,7 +87,7 @@ class _ServerContender:
     names: Sequence[str] = attrs.field(repr=False)
 
     async def _call(self, name: str, session_id: str) -> str:
-        # An open TypedDict (PEP 728 extra items), which mypy does not know yet.
+        # An open TypedDict (one with extra items), which mypy does not know yet.
         meta = cast("RequestParamsMeta", {"sessionId": session_id})
         result = await self.session.call_tool(name, meta=meta)
         text = "".join(getattr(item, "text", "") for item in result.content)

@@ -63,7 +63,7 @@ _PACKAGES: Final = tuple(
 )
 _GENERATED: Final = ("<attrs generated", "<cattrs generated")
 _INLINED: Final = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>"})
-"""Comprehensions: a function of their own up to Python 3.11, inlined from 3.12 (PEP 709)."""
+"""Comprehensions: a function of their own up to Python 3.11, inlined from 3.12."""
 
 
 class Counted:
