@@ -306,6 +306,12 @@ def _add_transport_options(serve: argparse.ArgumentParser, *, cluster: bool) -> 
         help="allow a non-loopback --http address without tokens (prints a warning)",
     )
     group.add_argument(
+        "--sdk-http",
+        action="store_true",
+        help="answer every HTTP request through the MCP SDK's transport, as before the lean "
+        "path: slower; for comparison, or should the lean path misbehave",
+    )
+    group.add_argument(
         "--max-request-bytes",
         metavar="N",
         type=_positive_int,
@@ -715,6 +721,7 @@ def _options(args: argparse.Namespace) -> ServeOptions:
         session=args.session,
         allow_end_session=args.allow_end_session,
         insecure=args.insecure,
+        lean_http=not args.sdk_http,
         unsafe_shared_exec=args.unsafe_shared_exec,
         max_sessions_per_token=args.max_sessions_per_token,
         session_idle_timeout=args.session_idle_timeout,

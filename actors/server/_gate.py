@@ -68,6 +68,8 @@ if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+    from ._lean import LeanPath
+
 __all__ = [
     "DEFAULT_MAX_SESSIONS_PER_TOKEN",
     "DEFAULT_SESSION_IDLE_TIMEOUT",
@@ -424,9 +426,11 @@ class Gate:
         sessions: SessionTable,
         refusals: RefusalLog,
         max_batch: int = DEFAULT_MAX_BATCH,
+        lean: LeanPath | None = None,
     ) -> None:
         # AuthContextMiddleware exposes the token to the SDK (get_access_token).
         self._app = AuthContextMiddleware(app)
+        self._lean = lean
         self._auth = auth
         self._max_body = max_body
         self._sessions = sessions
@@ -475,6 +479,11 @@ class Gate:
         if isinstance(value, list):
             await self._batch(scope, value, receive, send)
             return
+        if self._lean is not None:
+            answer = await self._lean.answer(scope, headers, value)
+            if answer is not None:
+                await answer(scope, receive, send)
+                return
         match screen(value):
             case Answer(reply):
                 self._refusals.refused("a malformed JSON-RPC message", reply.error.message, scope)

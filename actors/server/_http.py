@@ -34,6 +34,7 @@ from protocol import Caller
 from ._events import RETRY_INTERVAL_MS, BoundedEventStore, SessionScopes
 from ._front import Front
 from ._gate import TENANT_CLAIM, AuthRefusal, Gate, RefusalLog, SessionTable
+from ._lean import LeanPath
 from ._mcp import McpAdapter, connection_of
 from ._oauth import OAuthResource
 from ._ops import OpsRoutes, serve_asgi
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from mcp.server.context import ServerRequestContext
-    from starlette.types import ASGIApp
+    from starlette.types import ASGIApp, Scope
 
     from .._observe import Observer
     from ..telemetry import PrometheusMetrics
@@ -55,6 +56,7 @@ __all__ = [
     "MCP_PATH",
     "BearerAuth",
     "authentication",
+    "caller_of",
     "http_adapter",
     "http_app",
     "http_bind",
@@ -162,8 +164,13 @@ def identify_http_caller(
     sent: a 2026-era request is served without a session, whatever it carries.
     """
     request = ctx.request
-    session = connection_of(ctx).session_id
-    user = request.scope.get("user") if isinstance(request, Request) else None
+    scope = request.scope if isinstance(request, Request) else {}
+    return caller_of(scope, connection_of(ctx).session_id, token_required=token_required)
+
+
+def caller_of(scope: Scope, session: str | None, *, token_required: bool = False) -> Caller:
+    """The caller of the HTTP request `scope`, in `session`: as `identify_http_caller` tells."""
+    user = scope.get("user")
     if isinstance(user, AuthenticatedUser):
         token = user.access_token
         tenant = (token.claims or {}).get(TENANT_CLAIM)
@@ -258,12 +265,14 @@ def http_app(
         host=options.http[0],
     )
     auth = authentication(options) if auth is None else auth
+    identify = functools.partial(caller_of, session=None, token_required=options.authenticates)
     gated: ASGIApp = Gate(
         SessionScopes(app, events),
         auth=auth,
         max_body=options.max_request_bytes,
         sessions=sessions,
         refusals=refusals,
+        lean=LeanPath(adapter, identify) if options.lean_http else None,
     )
     if auth is not None and auth.oauth is not None:
         gated = auth.oauth.routes(gated, MCP_PATH)

@@ -397,7 +397,7 @@ class McpAdapter:
                 lifespan=self._lifespan,
                 on_list_tools=self._list_tools,
                 on_call_tool=self._call_tool,
-                get_tool_input_schema=self._input_schema,
+                get_tool_input_schema=self.input_schema,
                 on_set_logging_level=self._set_log_level,
                 **self._catalog_handlers(),
             )
@@ -475,10 +475,15 @@ class McpAdapter:
     async def _list_tools(
         self, _ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        return self.list_tools_plainly()
+
+    def list_tools_plainly(self) -> types.ListToolsResult:
+        """The ``tools/list`` result (the same for every caller); notes the request (drain)."""
         self._last_request = anyio.current_time()
         return self._tools
 
-    def _input_schema(self, name: str) -> Mapping[str, Any] | None:
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The input schema of the tool `name`; None when there is no such tool."""
         if name == END_SESSION:
             return _NO_ARGUMENTS if self._allow_end_session else None
         try:
@@ -489,20 +494,73 @@ class McpAdapter:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        attempt = _Attempt(params.name, self._identify(ctx), time.perf_counter())
         call = {"name": params.name, "arguments": params.arguments, "_meta": params.meta}
+        if params.request_state is None:
+            report = await self._tools_call(call, self._identify(ctx), ctx)
+        else:  # a 2026-era client coming back with the answers to a parked call's question
+            report = await self._tools_call(call, self._identify(ctx), ctx, resuming=params)
+        if isinstance(report, types.InputRequiredResult):
+            return report
+        return types.CallToolResult.model_validate(report.to_wire())
+
+    def plain_tool(self, name: str) -> bool:
+        """Whether calls to the tool `name` may be served without the SDK (`call_plainly`).
+
+        They may when the tool exists and reaches nothing of the client's but
+        its result: it reports no progress, logs nothing to the client and
+        asks nothing, so a single response body carries all it sends.
+        ``session__end`` is the SDK's (it needs the connection's own session).
+        """
+        try:
+            tool = self._runtime.registry.resolve(name)
+        except UnknownToolError:
+            return False
+        return not tool.signature.injects
+
+    async def call_plainly(
+        self, name: str, arguments: Any, meta: Mapping[str, Any] | None, caller: Caller
+    ) -> dict[str, Any]:
+        """The wire form of a ``tools/call`` result, served without the SDK's request context.
+
+        For a 2026-era request (no connection, so no connection session to
+        end) to a tool `plain_tool` admits: the same rules, refusals, log line
+        and drain accounting as a call through the SDK. Raises `MCPError`
+        where that call gets a JSON-RPC error.
+        """
+        call = {"name": name, "arguments": arguments, "_meta": meta}
+        report = await self._tools_call(call, caller, None)
+        assert not isinstance(report, types.InputRequiredResult)  # a plain tool never asks
+        return report.to_wire()
+
+    # ---- one call -------------------------------------------------------------
+
+    async def _tools_call(
+        self,
+        call: dict[str, Any],
+        caller: Caller,
+        ctx: ServerRequestContext[Any, Any] | None,
+        *,
+        resuming: types.CallToolRequestParams | None = None,
+    ) -> CallResult | types.InputRequiredResult:
+        """One tools/call, counted in flight and logged once: its result or next question.
+
+        Raises `MCPError` for what the client gets as a JSON-RPC error, and
+        for a bug in here (the details go to the log, not to the client).
+        """
+        attempt = _Attempt(call["name"], caller, time.perf_counter())
         self._enter()
         try:
-            if params.request_state is None:
+            if resuming is None:
                 report = await self._run(call, attempt, ctx)
-            else:  # a 2026-era client coming back with the answers to a parked call's question
-                report = await self._resume(params, attempt, ctx)
+            else:
+                assert ctx is not None
+                report = await self._resume(resuming, attempt, ctx)
         except MCPError:
             raise
         except Exception:
             # A bug here, not the caller's fault: keep the details in the log.
             attempt.outcome = "internal_error"
-            logger.exception("tools/call %s failed inside the adapter", loggable(params.name))
+            logger.exception("tools/call %s failed inside the adapter", loggable(call["name"]))
             msg = "internal error while serving the call; the server log has the details"
             raise MCPError(types.INTERNAL_ERROR, msg) from None
         finally:
@@ -512,12 +570,13 @@ class McpAdapter:
             return report
         if report.result is None:
             raise MCPError(types.INVALID_PARAMS, report.error)
-        return types.CallToolResult.model_validate(report.result.to_wire())
-
-    # ---- one call -------------------------------------------------------------
+        return report.result
 
     async def _run(
-        self, call: dict[str, Any], attempt: _Attempt, ctx: ServerRequestContext[Any, Any]
+        self,
+        call: dict[str, Any],
+        attempt: _Attempt,
+        ctx: ServerRequestContext[Any, Any] | None,
     ) -> _Report | types.InputRequiredResult:
         """Apply the caller's rules, run the call, and record in `attempt` how it ended."""
         if self._closing:
@@ -541,12 +600,13 @@ class McpAdapter:
             self._refused(tool.full_name, outcome_of(exc))
             return self._refusal(exc, tool, attempt)
         attempt.context = prepared.context
-        if self._end_connection_sessions:
-            self._end_with_connection(ctx, prepared.context.session_id, attempt.caller)
-        if tool.signature.ask_parameter is not None and _speaks_2026(ctx):
-            return await self._run_parked(prepared, ctx, attempt)
+        if ctx is not None:  # not served plainly (`call_plainly`: a 2026-era call, plain tool)
+            if self._end_connection_sessions:
+                self._end_with_connection(ctx, prepared.context.session_id, attempt.caller)
+            if tool.signature.ask_parameter is not None and _speaks_2026(ctx):
+                return await self._run_parked(prepared, ctx, attempt)
         try:
-            if tool.signature.injects:
+            if ctx is not None and tool.signature.injects:
                 result = await self._run_with_channels(prepared, ctx)
             else:
                 result = await self._runtime.run(prepared)

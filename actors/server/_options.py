@@ -130,6 +130,9 @@ class ServeOptions:
     with it. Stdio only."""
     allow_end_session: bool = False
     """List the ``session__end`` tool, which lets a client end its own session."""
+    lean_http: bool = True
+    """Answer the common 2026-era requests without the SDK's transport (`actors.server._lean`);
+    ``False`` sends every HTTP request through the SDK, as before. HTTP only."""
     metrics_address: tuple[str, int] | None = None
     """``(host, port)`` of a listener of its own for ``/metrics``, ``/healthz`` and
     ``/readyz``, without tokens; ``None`` serves them on the HTTP listener."""
@@ -175,10 +178,11 @@ class ServeOptions:
                 or self.insecure
                 or self.allow_hosts
                 or self.trusted_proxies
+                or not self.lean_http
             ):
                 msg = (
                     "--token, --tokens-file, --oauth-issuer, --allow-origin, --allow-host, "
-                    "--trusted-proxy and --insecure apply to --http only"
+                    "--trusted-proxy, --insecure and --sdk-http apply to --http only"
                 )
                 raise ConfigurationError(msg)
             return

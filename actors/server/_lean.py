@@ -1,0 +1,225 @@
+"""The lean path: 2026-era requests the gate answers itself, without the SDK's transport.
+
+Why
+---
+The SDK's Streamable HTTP transport spends, on one ``tools/call``, several
+tasks, a few dozen cancel scopes, events and memory streams, and a handful of
+pydantic validations and dumps: most of the server's CPU per call (see
+docs/performance.md). A 2026-era request is self-contained (its version,
+client and capabilities ride in its ``_meta``; there is no session), so the
+common ones can be answered right where the gate has read them.
+
+What it takes
+-------------
+A POST the gate has read, checked (token, size, ``Host``, ``Origin``) and
+parsed, that is exactly:
+
+* one JSON object with ``jsonrpc`` "2.0", an ``id`` that is a string or an
+  integer, a ``method`` and ``params`` that are an object, and nothing else;
+* of the 2026 era: its ``MCP-Protocol-Version`` header names a version of it;
+* accepting both ``application/json`` and ``text/event-stream``;
+* one of `LEAN_METHODS`: ``tools/call`` of a tool that reaches nothing of the
+  client's but its result (`McpAdapter.plain_tool`; its ``params`` hold only
+  ``name``, ``arguments`` and ``_meta``, and no ``Mcp-Param-*`` header is
+  involved), or ``tools/list``;
+* that passes the checks the SDK makes first, with the SDK's own functions:
+  no routing header twice, the envelope ladder (``_meta`` fields, headers that
+  agree with the body, a supported version), and the params' shape for the
+  method at that version.
+
+Anything else goes on to the SDK, which answers it as before: the lean path
+takes only what it answers exactly as the SDK would, byte for byte in the JSON
+it sends (``tests/test_lean_http.py`` checks that request by request, beside
+the SDK), and leaves every refusal to the SDK's own words.
+
+The answer is one ``application/json`` body. The SDK answers these the same
+way (it switches to a stream only for a handler that sends notifications, or
+after 15 s of silence, to ping through idle proxies); a plain call's silence
+is bounded by the runtime's call timeout instead.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Final, final
+
+import pydantic
+from mcp.server.runner import modern_error_data
+from mcp.server.streamable_http import check_accept_headers
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    MCP_PARAM_HEADER_PREFIX,
+    MCP_PROTOCOL_VERSION_HEADER,
+    InboundLadderRejection,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+)
+from mcp_types import SERVER_INFO_META_KEY
+from mcp_types import methods as spec_methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.requests import Request
+from starlette.responses import Response
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from starlette.datastructures import Headers
+    from starlette.types import Scope
+
+    from protocol import Caller
+
+    from ._mcp import McpAdapter
+
+__all__ = ["LEAN_METHODS", "LeanPath"]
+
+LEAN_METHODS: Final = frozenset({"tools/call", "tools/list"})
+"""The methods the lean path answers itself (when the request is one it fully understands)."""
+_ENVELOPE_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params"})
+_CALL_PARAMS: Final = frozenset({"name", "arguments", "_meta"})
+_PARAM_HEADER: Final = MCP_PARAM_HEADER_PREFIX.lower()
+
+
+def _dumped(value: object) -> bytes:
+    """JSON as the SDK's 2026-era entry writes it."""
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+@final
+class LeanPath:
+    """Answers the 2026-era requests described in this module's docstring.
+
+    `identify` tells who sent a request (its token's label and tenant) from
+    its ASGI scope, as the SDK path's caller identification does.
+    """
+
+    def __init__(self, adapter: McpAdapter, identify: Callable[[Scope], Caller]) -> None:
+        self._adapter = adapter
+        self._identify = identify
+        # Identity is fixed at construction; the answers are serialized at once, never mutated.
+        self._server_info = adapter.server.server_info_stamp
+        self._fixed: dict[str, dict[str, Any]] = {}
+        self._param_headers_declared: dict[str, bool] = {}
+
+    async def answer(self, scope: Scope, headers: Headers, message: Any) -> Response | None:
+        """The response to `message` (the parsed body of a POST), or None: the SDK's to answer."""
+        version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+        if version not in MODERN_PROTOCOL_VERSIONS or not _plain_request(message):
+            return None
+        method: str = message["method"]
+        params: dict[str, Any] = message.get("params", {})
+        if method not in LEAN_METHODS or not self._passes_sdk_checks(scope, headers, message):
+            return None
+        if method == "tools/call":
+            return await self._call(scope, headers, message["id"], params, version)
+        return _ok(message["id"], self._tool_list(method, version))
+
+    def _passes_sdk_checks(self, scope: Scope, headers: Headers, message: dict[str, Any]) -> bool:
+        """Whether the SDK would serve `message`: its own checks, in its order."""
+        has_json, has_sse = check_accept_headers(Request(scope))
+        if not (has_json and has_sse):
+            return False
+        if find_duplicated_routing_header(headers.items()) is not None:
+            return False
+        verdict = classify_inbound_request(message, headers=dict(headers))
+        if isinstance(verdict, InboundLadderRejection):
+            return False
+        try:
+            spec_methods.validate_client_request(
+                message["method"], verdict.protocol_version, message.get("params")
+            )
+        except (KeyError, ValueError, pydantic.ValidationError):
+            return False
+        return True
+
+    async def _call(
+        self,
+        scope: Scope,
+        headers: Headers,
+        request_id: str | int,
+        params: dict[str, Any],
+        version: str,
+    ) -> Response | None:
+        name = params.get("name")
+        if (
+            not isinstance(name, str)
+            or not params.keys() <= _CALL_PARAMS
+            or not self._adapter.plain_tool(name)
+            or self._may_route_by_header(name, headers)
+        ):
+            return None
+        try:
+            result = await self._adapter.call_plainly(
+                name, params.get("arguments"), params.get("_meta"), self._identify(scope)
+            )
+        except MCPError as error:
+            return _error(request_id, error)
+        # As the SDK's handler result dumps: a complete result (no question for the client).
+        complete = {**result, "resultType": "complete"}
+        wire = spec_methods.serialize_server_result("tools/call", version, complete)
+        return _ok(request_id, self._stamped(wire))
+
+    def _may_route_by_header(self, name: str, headers: Headers) -> bool:
+        """Whether ``Mcp-Param-*`` headers take part: sent, or declared by the tool's schema.
+
+        The SDK then checks them against the arguments; the lean path leaves that to it.
+        """
+        if any(key.startswith(_PARAM_HEADER) for key in headers):
+            return True
+        declared = self._param_headers_declared.get(name)
+        if declared is None:
+            schema = self._adapter.input_schema(name)
+            declared = "x-mcp-header" in json.dumps(schema)
+            self._param_headers_declared[name] = declared
+        return declared
+
+    def _tool_list(self, method: str, version: str) -> dict[str, Any]:
+        """The ``tools/list`` result at `version`: the same for every request."""
+        listed = self._adapter.list_tools_plainly()
+        result = self._fixed.get(version)
+        if result is None:
+            wire = spec_methods.serialize_server_result(method, version, _dumped_model(listed))
+            result = self._fixed[version] = self._stamped(wire)
+        return result
+
+    def _stamped(self, result: Mapping[str, Any]) -> dict[str, Any]:
+        """`result` with the server's identity, which every 2026-era result carries."""
+        stamped = {**result}
+        meta = result.get("_meta")
+        if meta is None:
+            stamped["_meta"] = {SERVER_INFO_META_KEY: self._server_info}
+        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+            stamped["_meta"] = {**meta, SERVER_INFO_META_KEY: self._server_info}
+        return stamped
+
+
+def _dumped_model(model: pydantic.BaseModel) -> dict[str, Any]:
+    """A handler's result as the SDK dumps it before shaping it for the wire."""
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def _plain_request(message: Any) -> bool:
+    """Whether `message` is one JSON-RPC request of the plainest shape (see the docstring)."""
+    if not isinstance(message, dict) or not message.keys() <= _ENVELOPE_MEMBERS:
+        return False
+    request_id = message.get("id")
+    return (
+        message.get("jsonrpc") == "2.0"
+        and isinstance(request_id, (str, int))
+        and not isinstance(request_id, bool)
+        and isinstance(message.get("method"), str)
+        and isinstance(message.get("params", {}), dict)
+    )
+
+
+def _ok(request_id: str | int, result: Mapping[str, Any]) -> Response:
+    body = _dumped({"jsonrpc": "2.0", "id": request_id, "result": result})
+    return Response(body, media_type="application/json")
+
+
+def _error(request_id: str | int, error: MCPError) -> Response:
+    wire = modern_error_data(error)
+    data = wire.model_dump(mode="json", by_alias=True, exclude_none=True)
+    status = ERROR_CODE_HTTP_STATUS.get(wire.code, 200)
+    body = _dumped({"jsonrpc": "2.0", "id": request_id, "error": data})
+    return Response(body, status_code=status, media_type="application/json")
