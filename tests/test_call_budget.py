@@ -54,8 +54,11 @@ ACTIVATION: Final = 47
 """A first call to a key: the warm call, plus starting its actor and making its state."""
 MCP_CALL: Final = 22
 """A ``tools/call`` through the MCP adapter (the SDK's client in memory), beyond the runtime's."""
-HTTP_CALL: Final = 63
-"""A ``tools/call`` POSTed to the Streamable HTTP app (a 2026-era request), beyond the runtime's."""
+HTTP_CALL: Final = 57
+"""A ``tools/call`` POSTed to the Streamable HTTP app (a 2026-era request), beyond the runtime's:
+the lean path (`actors.server._lean`)."""
+SDK_HTTP_CALL: Final = 66
+"""The same through the SDK's transport (``lean_http=False``, ``--sdk-http``)."""
 
 CALLS: Final = 50
 _PACKAGES: Final = tuple(
@@ -209,9 +212,12 @@ class TestOverMcp:
             found = await counted(call)
         found.check(MCP_CALL + WARM_CALL, "a tools/call through the MCP adapter")
 
-    async def test_a_tools_call_over_http(self, runtime: actors.Runtime) -> None:
+    @pytest.mark.parametrize(("lean", "budget"), [(True, HTTP_CALL), (False, SDK_HTTP_CALL)])
+    async def test_a_tools_call_over_http(
+        self, runtime: actors.Runtime, *, lean: bool, budget: int
+    ) -> None:
         """A 2026-era ``tools/call`` POSTed to the HTTP app: the gate's, the adapter's share."""
-        options = ServeOptions(http=("127.0.0.1", 0))
+        options = ServeOptions(http=("127.0.0.1", 0), lean_http=lean)
         app = http_app(http_adapter(runtime, options), options)
         headers = {
             "Accept": "application/json, text/event-stream",
@@ -252,4 +258,4 @@ class TestOverMcp:
 
             await call(-1)
             found = await counted(call)
-        found.check(HTTP_CALL + WARM_CALL, "a tools/call over Streamable HTTP")
+        found.check(budget + WARM_CALL, "a tools/call over Streamable HTTP")
