@@ -6,6 +6,10 @@ stdio (it spawns ``python -m actors serve``) or Streamable HTTP (a ``serve --htt
 serves today (tools) is checked here, and what it refuses. The steps it does not serve yet
 (resources, prompts, logging, elicitation, sampling) are checked against ``peer.mjs``, a
 server made with the same SDK, so that the harness is known to work before they land.
+
+The SDK (1.x, the newest release) speaks the 2025 handshake era only: it has no
+2026-07-28 ``server/discover``. The 2026 era of the TypeScript SDK's 2.x client is driven
+through the MCP Inspector, which is built on it (``tests/test_inspector_http.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import httpx2
 import pytest
 import trio
 
@@ -168,6 +173,41 @@ class TestTheProjectsServer:
         assert result_of(alices)["structuredContent"] == {"count": 2}
         assert alice.closed == {"op": "close", "result": {}}
         assert result_of(still)["structuredContent"] == {"count": 1}
+
+    async def test_over_http_ping_and_sessions_named_in_meta(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """ping; a session named in a call's ``_meta`` is shared by the clients that name it
+        and apart from each one's own; once a client has closed (DELETE), a request in its
+        HTTP session gets 404."""
+        shared = {"sessionId": "team/notes"}
+        add = step("callTool", name="notes__add_note", arguments={"text": "ours"}, meta=shared)
+        count = step("callTool", name="notes__count_notes")
+        async with notes_http(monkeypatch) as http:
+            async with open_ts_client(http=http) as alice, open_ts_client(http=http) as bob:
+                pinged, _, alices_shared = await alice.run([step("ping"), add, add])
+                bobs_shared, bobs_own = await bob.run(
+                    [step("callTool", name="notes__count_notes", meta=shared), count]
+                )
+                (alices_own,) = await alice.run([count])
+                await alice.aclose()
+            async with httpx2.AsyncClient() as client:
+                gone = await client.post(
+                    http.url,
+                    json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                    headers={
+                        "Accept": "application/json, text/event-stream",
+                        "Mcp-Session-Id": alice.connected["sessionId"],
+                        "MCP-Protocol-Version": "2025-11-25",
+                    },
+                )
+        assert result_of(pinged) == {}
+        assert result_of(alices_shared)["structuredContent"] == {"count": 2}
+        assert result_of(bobs_shared)["structuredContent"] == {"count": 2}
+        assert result_of(bobs_own)["structuredContent"] == {"count": 0}
+        assert result_of(alices_own)["structuredContent"] == {"count": 0}
+        assert alice.closed == {"op": "close", "result": {}}
+        assert gone.status_code == 404
 
     async def test_a_token_travels_in_the_headers(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Without the bearer token the connection is refused; with it, calls are served."""
