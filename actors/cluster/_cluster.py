@@ -497,10 +497,13 @@ class Cluster:
             self._membership = committed
 
     async def _awaited_handle(self, shard: str) -> Any:
-        """`_handle`, looked up in a worker thread when it is not known: Ray's lookup blocks."""
+        """`_handle`, looked up in a worker thread when it is not known: Ray's lookup blocks.
+
+        A caller cancelled meanwhile leaves the lookup to finish on its own (and be kept).
+        """
         handle = self._handles.get(shard)
         if handle is None:
-            handle = await anyio.to_thread.run_sync(self._handle, shard)
+            handle = await anyio.to_thread.run_sync(self._handle, shard, abandon_on_cancel=True)
         return handle
 
     def _handle(self, shard: str) -> Any:
@@ -572,7 +575,8 @@ class Cluster:
         async def one(shard: str) -> None:
             with anyio.move_on_after(_SCRAPE_TIMEOUT):
                 try:
-                    families[shard] = await _resolved(self._handle(shard).metric_families.remote())
+                    handle = await self._awaited_handle(shard)
+                    families[shard] = await _resolved(handle.metric_families.remote())
                 except (*_SHARD_LOST, ClusterUnavailableError) as error:
                     logger.warning("no metrics from %s: %s", shard, type(error).__name__)
                 return
