@@ -38,7 +38,10 @@ Everything a lane holds is touched on its loop's thread only: Ray's answer
 arrives on one of Ray's threads, and is handed to the loop
 (`TrioToken.run_sync_soon`, `loop.call_soon_threadsafe`), where each call of
 the batch is answered and the next batch sent. No task per lane: nothing
-outlives the calls. Each call is answered on its own: `Moved` reroutes that
+outlives the calls. A batch's calls enter the shard's runtime in their order
+(Ray promises none between two calls of an async actor, so one batch in flight
+at a time keeps one session's calls made at once in order, where calls sent
+alone need not be). Each call is answered on its own: `Moved` reroutes that
 call only, and a batch whose shard was lost fails its own calls only. A
 caller cancelled while its call is queued withdraws it (it is never sent);
 cancelled once it was sent, the call goes on at its shard and only its

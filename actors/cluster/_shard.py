@@ -187,10 +187,11 @@ class ShardHost:
     async def call_batch(self, calls: list[WireCall]) -> list[dict[str, Any] | Moved | Failed]:
         """Each of `calls` as `call` runs it, all at once: their answers, in their order.
 
-        They enter the runtime in their order (each reaches its actor's mailbox
-        before the next starts, as calls sent one by one do), so one session's
-        calls keep the order they were sent in. One that fails unexpectedly is
-        answered `Failed`; the others are not disturbed.
+        They enter the runtime in their order (each task started here reaches
+        its actor's mailbox before the next one runs), so one session's calls
+        in a batch keep the order they were sent in; Ray itself promises no
+        order between two calls of an async actor. One that fails unexpectedly
+        is answered `Failed`; the others are not disturbed.
         """
         return await asyncio.gather(*map(self._answer, calls))
 
