@@ -15,13 +15,14 @@ Callers in this process, one thread each, call through `Cluster.call`:
   for the cluster this process (the front), the shards' worker processes and
   Ray's own (GCS, raylet, agents), read from ``/proc`` over this process's
   tree; in process, this process alone;
-* **served** — the same light call from the SDK's client in this process over
-  Streamable HTTP, one caller and many, to ``python -m actors cluster
-  --shards 2`` (which starts its own local Ray) and to ``python -m actors
-  serve``, side by side: calls/s, and the CPU time per call of each server's
-  process tree (the cluster's front, shards and Ray; serve's one process).
-  Their ratio is the issue's target: a light call through the cluster at most
-  1.5x the CPU of one served locally;
+* **served** — the same light call over Streamable HTTP, as a 2026-era
+  request (no MCP session) that both servers answer on their lean path, from
+  an HTTP client in this process, one caller and many, to ``python -m actors
+  cluster --shards 2`` (which starts its own local Ray) and to ``python -m
+  actors serve``, side by side: calls/s, and the CPU time per call of each
+  server's process tree (the cluster's front, shards and Ray; serve's one
+  process). Their ratio is the issue's target: a light call through the
+  cluster at most 1.5x the CPU of a lean call served locally;
 * **handover** — with live sessions on 2 shards over one SQLite file, a shard
   added then removed: how long each change of membership takes, how many
   sessions it moves, and the first call of a moved session (which loads its
@@ -44,7 +45,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
 import trio
@@ -59,8 +60,7 @@ from ._report import Figure, ScenarioResult, Target, figure
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
-    from mcp import ClientSession
-    from mcp.types import RequestParamsMeta
+    import httpx2
 
     from actors import Runtime
     from actors.cluster import Cluster
@@ -399,7 +399,7 @@ async def _call_all(runtime: Runtime, calls: list[dict[str, Any]]) -> None:
 
 
 CPU_TARGET: Final = Target("<=", 1.5)
-"""Total CPU per light call served by a 2-shard cluster over one served locally (issue 24)."""
+"""Server CPU per light call served by a 2-shard cluster over a lean call served locally."""
 SERVE: Final = "serve"
 CLUSTER: Final = "cluster, 2 shards"
 _LISTENING: Final = re.compile(r"listening on (http://\S+)")
@@ -435,17 +435,38 @@ async def _served_rounds(sizes: Sizes, progress: Progress) -> dict[tuple[str, in
     return measured
 
 
+LEAN_VERSION: Final = "2026-07-28"
+"""A protocol version of the 2026 era: its plain tools/call is served on the lean path."""
+_LEAN_HEADERS: Final = {
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+    "Mcp-Protocol-Version": LEAN_VERSION,
+    "Mcp-Method": "tools/call",
+    "Mcp-Name": "planning__list_goals",
+}
+
+
 @attrs.define
 class _Served:
-    """A server in a subprocess and the SDK client session calling it."""
+    """A server in a subprocess, and an HTTP client sending it lean-path calls."""
 
-    session: ClientSession
+    http: httpx2.AsyncClient
+    url: str
     pid: int
 
     async def call(self, session: str) -> None:
-        meta = cast("RequestParamsMeta", {"sessionId": session})
-        result = await self.session.call_tool("planning__list_goals", {}, meta=meta)
-        assert not result.is_error, result
+        """One 2026-era ``tools/call`` (stateless: no MCP session), answered in one body."""
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": LEAN_VERSION,
+            "io.modelcontextprotocol/clientInfo": {"name": "benchmark", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "sessionId": session,
+        }
+        params = {"name": "planning__list_goals", "arguments": {}, "_meta": meta}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        response = await self.http.post(self.url, json=body, headers=_LEAN_HEADERS)
+        assert response.status_code == 200, response.text
+        assert not response.json()["result"].get("isError"), response.text
 
     async def batch(self, sessions: list[str], calls: int) -> Light:
         """`calls` light calls, one caller per session; the CPU is the server's process tree."""
@@ -467,8 +488,7 @@ class _Served:
 @contextlib.asynccontextmanager
 async def _http_server(arguments: list[str], log: Path) -> AsyncIterator[_Served]:
     """``python -m actors ARGUMENTS --http 127.0.0.1:0``, its log in `log`, and a client."""
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
+    import httpx2
 
     command = [sys.executable, "-m", "actors", *arguments, "--http", "127.0.0.1:0"]
     with log.open("wb") as errors:
@@ -477,12 +497,8 @@ async def _http_server(arguments: list[str], log: Path) -> AsyncIterator[_Served
         )
         try:
             url = await _listening(log, process)
-            async with (
-                streamable_http_client(url) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                yield _Served(session, process.pid)
+            async with httpx2.AsyncClient(timeout=_STARTUP) as http:
+                yield _Served(http, url, process.pid)
         finally:
             with trio.CancelScope(shield=True):
                 # SIGTERM: a cluster stops its shards and its local Ray, a kill would orphan them.
@@ -631,8 +647,9 @@ def run_cluster(sizes: Sizes, progress: Progress) -> ScenarioResult:
 
 
 def _can_serve() -> bool:
-    """Whether the served part can run: the MCP SDK (the server extra) and Linux's /proc."""
-    return importlib.util.find_spec("mcp") is not None and Path("/proc/self/stat").exists()
+    """Whether the served part can run: the server extra (and its httpx2) and Linux's /proc."""
+    found = all(importlib.util.find_spec(name) is not None for name in ("mcp", "httpx2"))
+    return found and Path("/proc/self/stat").exists()
 
 
 def _store_rates(sizes: Sizes, progress: Progress) -> dict[str, list[float]]:
