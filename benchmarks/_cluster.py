@@ -8,8 +8,21 @@ Callers in this process, one thread each, call through `Cluster.call`:
   hundred KB of documents: CPU-bound in the shard, the case more shards are
   for. Reported: aggregate calls/s with 1 shard and with 2, and their ratio
   (target at least 1.6x on 2 cores);
-* **light** — ``planning__list_goals``: the cost of the hop itself, against
-  the same calls through `Runtime.call` in this process;
+* **light** — ``planning__list_goals`` from trio tasks in this process, one
+  caller and many (a session each), through `Cluster.run` (the MCP front's
+  way in) with 1 shard and with 2, and through `Runtime.call` in this
+  process: calls/s, and the CPU time per call of every process involved —
+  for the cluster this process (the front), the shards' worker processes and
+  Ray's own (GCS, raylet, agents), read from ``/proc`` over this process's
+  tree; in process, this process alone;
+* **served** — the same light call over Streamable HTTP, as a 2026-era
+  request (no MCP session) that both servers answer on their lean path, from
+  an HTTP client in this process, one caller and many, to ``python -m actors
+  cluster --shards 2`` (which starts its own local Ray) and to ``python -m
+  actors serve``, side by side: calls/s, and the CPU time per call of each
+  server's process tree (the cluster's front, shards and Ray; serve's one
+  process). Their ratio is the issue's target: a light call through the
+  cluster at most 1.5x the CPU of a lean call served locally;
 * **handover** — with live sessions on 2 shards over one SQLite file, a shard
   added then removed: how long each change of membership takes, how many
   sessions it moves, and the first call of a moved session (which loads its
@@ -26,11 +39,15 @@ import functools
 import importlib.util
 import itertools
 import os
+import re
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+import attrs
 import trio
 
 from actors import open_runtime
@@ -41,7 +58,9 @@ from ._measure import Stats
 from ._report import Figure, ScenarioResult, Target, figure
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    import httpx2
 
     from actors import Runtime
     from actors.cluster import Cluster
@@ -138,35 +157,169 @@ def _balanced_sessions(count: int) -> list[str]:
     return [s for pair in itertools.zip_longest(*chosen.values()) for s in pair if s]
 
 
-def _measure_shards(sizes: Sizes, progress: Progress) -> dict[int, tuple[list[float], list[float]]]:
-    """Heavy and light calls/s per round, by shard count (1 and 2), rounds interleaved.
+def _measure_shards(
+    sizes: Sizes, progress: Progress
+) -> tuple[dict[int, list[float]], dict[tuple[str, int], list[Light]]]:
+    """Heavy calls/s per round by shard count (1 and 2), and the light batches; interleaved.
 
     Both clusters are up at once (an idle shard costs no CPU), and each round
     runs one then the other, so a noisy moment on this shared machine falls on
-    both alike and the ratio pairs like with like.
+    both alike and the ratio pairs like with like. The light batches run in
+    the same rounds, in process and through each cluster.
     """
     from actors.cluster import open_cluster
 
     sessions = _balanced_sessions(sizes.cluster_sessions)
     searches = [_search(sessions[n % len(sessions)]) for n in range(sizes.cluster_calls)]
-    listings = [_listing(sessions[n % len(sessions)]) for n in range(sizes.cluster_calls)]
-    measured: dict[int, tuple[list[float], list[float]]] = {1: ([], []), 2: ([], [])}
+    heavy: dict[int, list[float]] = {1: [], 2: []}
+    light: dict[tuple[str, int], list[Light]] = {}
     with contextlib.ExitStack() as stack:
         clusters = {
             shards: stack.enter_context(open_cluster(MODULES, shards=shards, state="memory"))
-            for shards in measured
+            for shards in heavy
         }
         for shards, cluster in clusters.items():
             progress(f"{NAME}: {shards} shard(s): filling {len(sessions)} sessions")
             _fill(cluster, sessions, sizes)
             _rate(cluster.call, searches[: len(sessions)], sizes.cluster_callers)  # warm
-        for number in range(sizes.rounds):
-            progress(f"{NAME}: 1 and 2 shards: round {number + 1}")
+
+        def heavy_round() -> None:
             for shards, cluster in clusters.items():
-                heavy, light = measured[shards]
-                heavy.append(_rate(cluster.call, searches, sizes.cluster_callers))
-                light.append(_rate(cluster.call, listings, 1))
-    return measured
+                heavy[shards].append(_rate(cluster.call, searches, sizes.cluster_callers))
+
+        trio.run(_light_rounds, clusters, heavy_round, light, sizes, progress)
+    return heavy, light
+
+
+@attrs.frozen
+class Light:
+    """One batch of light calls: how long it took and the CPU it cost."""
+
+    calls: int
+    elapsed: float
+    """Wall-clock seconds."""
+    cpu: float
+    """CPU seconds of every process involved (see `_cpu_of`)."""
+
+    @property
+    def rate(self) -> float:
+        return self.calls / self.elapsed
+
+    @property
+    def cpu_per_call(self) -> float:
+        return self.cpu / self.calls
+
+
+IN_PROCESS: Final = "in process"
+
+
+def _through(shards: int) -> str:
+    return f"{shards} shard{'s' if shards > 1 else ''}"
+
+
+async def _light_rounds(
+    clusters: dict[int, Cluster],
+    heavy_round: Callable[[], None],
+    light: dict[tuple[str, int], list[Light]],
+    sizes: Sizes,
+    progress: Progress,
+) -> None:
+    """Each round: the heavy batches, then light ones — in process, 1 shard, 2 shards — with
+    one caller and with many, each batch's CPU time read around it."""
+    from actors import prepare_call
+
+    callers = (1, sizes.cluster_light_callers)
+    sessions = _sessions(max(callers))
+    async with open_runtime([planning]) as runtime:
+        contenders: dict[str, Callable[[dict[str, Any]], Awaitable[object]]] = {
+            IN_PROCESS: runtime.call
+        }
+        for shards, cluster in clusters.items():
+
+            async def through(params: dict[str, Any], cluster: Cluster = cluster) -> object:
+                prepared = prepare_call(cluster.registry, params, cluster.config.policy)
+                return await cluster.run(prepared)
+
+            contenders[_through(shards)] = through
+        for call in contenders.values():  # every session's actor started
+            for session in sessions:
+                await call(_listing(session))
+        for number in range(sizes.rounds):
+            progress(f"{NAME}: round {number + 1}: heavy, then light")
+            heavy_round()
+            for count in callers:
+                for where, call in contenders.items():
+                    batch = await _light_batch(
+                        call, sessions[:count], sizes.cluster_light_calls, tree=where != IN_PROCESS
+                    )
+                    light.setdefault((where, count), []).append(batch)
+
+
+async def _light_batch(
+    call: Callable[[dict[str, Any]], Awaitable[object]],
+    sessions: list[str],
+    calls: int,
+    *,
+    tree: bool,
+) -> Light:
+    """`calls` light calls from one trio task per session, each calling its own in turn."""
+    each = max(calls // len(sessions), 1)
+
+    async def caller(session: str) -> None:
+        listing = _listing(session)
+        for _ in range(each):
+            await call(listing)
+
+    cpu = _cpu_of(tree=tree)
+    began = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for session in sessions:
+            nursery.start_soon(caller, session)
+    elapsed = time.perf_counter() - began
+    return Light(each * len(sessions), elapsed, _cpu_of(tree=tree) - cpu)
+
+
+def _cpu_of(*, tree: bool) -> float:
+    """CPU seconds of this process, and with `tree` of every process below it too.
+
+    A local Ray's processes (GCS, raylet, its agents, the workers the shards
+    run in) are all started below the process that called ``ray.init``. Each
+    is read from ``/proc``: the sum of its threads' time on a CPU
+    (``schedstat``, in nanoseconds), else its ``stat`` (in clock ticks).
+    """
+    total = time.process_time()
+    if tree:
+        total += sum(map(_process_cpu, _descendants(os.getpid())))
+    return total
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry.name))
+    found, waiting = [], [root]
+    while waiting:
+        below = children.get(waiting.pop(), [])
+        found.extend(below)
+        waiting.extend(below)
+    return found
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds of process `pid` so far (0 once it is gone)."""
+    try:
+        threads = list(Path(f"/proc/{pid}/task").iterdir())
+        return sum(int((t / "schedstat").read_text().split()[0]) for t in threads) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _goal(session: str) -> dict[str, Any]:
@@ -245,49 +398,212 @@ async def _call_all(runtime: Runtime, calls: list[dict[str, Any]]) -> None:
         assert not result.is_error, result.first_text
 
 
-async def _in_process(sizes: Sizes) -> list[float]:
-    """planning__list_goals through `Runtime.call` here, one caller: the hop's baseline."""
-    sessions = _sessions(sizes.cluster_sessions)
-    rates = []
-    async with open_runtime([planning]) as runtime:
-        for _ in range(sizes.rounds):
-            began = time.perf_counter()
-            for n in range(sizes.cluster_calls):
-                await runtime.call(_listing(sessions[n % len(sessions)]))
-            rates.append(sizes.cluster_calls / (time.perf_counter() - began))
-    return rates
+CPU_TARGET: Final = Target("<=", 1.5)
+"""Server CPU per light call served by a 2-shard cluster over a lean call served locally."""
+SERVE: Final = "serve"
+CLUSTER: Final = "cluster, 2 shards"
+_LISTENING: Final = re.compile(r"listening on (http://\S+)")
+_STARTUP: Final = 240.0  # seconds a server may take to listen (a cluster starts Ray first)
+_STOP: Final = 60.0  # seconds a cluster may take to stop its shards and its Ray
+
+
+async def _served_rounds(sizes: Sizes, progress: Progress) -> dict[tuple[str, int], list[Light]]:
+    """Light calls over Streamable HTTP to ``serve`` and to ``cluster``, rounds interleaved."""
+    callers = (1, sizes.cluster_light_callers)
+    sessions = _sessions(max(callers))
+    measured: dict[tuple[str, int], list[Light]] = {}
+    with tempfile.TemporaryDirectory(prefix="mcp-actors-served-") as directory:
+        # Both over SQLite: a cluster needs a store its shards share (a list reads, never writes).
+        serve = ["serve", "--state", f"sqlite:///{directory}/serve.db"]
+        cluster = ["cluster", "--shards", "2", "--num-cpus", "2", "--name", f"bench-{os.getpid()}"]
+        cluster += ["--state", f"sqlite:///{directory}/cluster.db"]
+        async with contextlib.AsyncExitStack() as stack:
+            servers = {}
+            for name, arguments in ((SERVE, serve), (CLUSTER, cluster)):
+                progress(f"{NAME}: served: starting {name}")
+                log = Path(directory) / f"{name.split(',')[0]}.log"
+                servers[name] = await stack.enter_async_context(_http_server(arguments, log))
+            for server in servers.values():
+                for session in sessions:
+                    await server.call(session)
+            for number in range(sizes.rounds):
+                progress(f"{NAME}: served: round {number + 1}")
+                for count in callers:
+                    for name, server in servers.items():
+                        batch = await server.batch(sessions[:count], sizes.cluster_light_calls)
+                        measured.setdefault((name, count), []).append(batch)
+    return measured
+
+
+LEAN_VERSION: Final = "2026-07-28"
+"""A protocol version of the 2026 era: its plain tools/call is served on the lean path."""
+_LEAN_HEADERS: Final = {
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+    "Mcp-Protocol-Version": LEAN_VERSION,
+    "Mcp-Method": "tools/call",
+    "Mcp-Name": "planning__list_goals",
+}
+
+
+@attrs.define
+class _Served:
+    """A server in a subprocess, and an HTTP client sending it lean-path calls."""
+
+    http: httpx2.AsyncClient
+    url: str
+    pid: int
+
+    async def call(self, session: str) -> None:
+        """One 2026-era ``tools/call`` (stateless: no MCP session), answered in one body."""
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": LEAN_VERSION,
+            "io.modelcontextprotocol/clientInfo": {"name": "benchmark", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "sessionId": session,
+        }
+        params = {"name": "planning__list_goals", "arguments": {}, "_meta": meta}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        response = await self.http.post(self.url, json=body, headers=_LEAN_HEADERS)
+        assert response.status_code == 200, response.text
+        assert not response.json()["result"].get("isError"), response.text
+
+    async def batch(self, sessions: list[str], calls: int) -> Light:
+        """`calls` light calls, one caller per session; the CPU is the server's process tree."""
+        each = max(calls // len(sessions), 1)
+
+        async def caller(session: str) -> None:
+            for _ in range(each):
+                await self.call(session)
+
+        cpu = _tree_cpu(self.pid)
+        began = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for session in sessions:
+                nursery.start_soon(caller, session)
+        elapsed = time.perf_counter() - began
+        return Light(each * len(sessions), elapsed, _tree_cpu(self.pid) - cpu)
+
+
+@contextlib.asynccontextmanager
+async def _http_server(arguments: list[str], log: Path) -> AsyncIterator[_Served]:
+    """``python -m actors ARGUMENTS --http 127.0.0.1:0``, its log in `log`, and a client."""
+    import httpx2
+
+    command = [sys.executable, "-m", "actors", *arguments, "--http", "127.0.0.1:0"]
+    with log.open("wb") as errors:
+        process = await trio.lowlevel.open_process(
+            command, stdin=subprocess.DEVNULL, stdout=errors, stderr=errors
+        )
+        try:
+            url = await _listening(log, process)
+            async with httpx2.AsyncClient(timeout=_STARTUP) as http:
+                yield _Served(http, url, process.pid)
+        finally:
+            with trio.CancelScope(shield=True):
+                # SIGTERM: a cluster stops its shards and its local Ray, a kill would orphan them.
+                process.terminate()
+                with trio.move_on_after(_STOP):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+
+
+async def _listening(log: Path, process: trio.Process) -> str:
+    with trio.fail_after(_STARTUP):
+        while True:
+            text = await trio.Path(log).read_text(errors="replace")
+            found = _LISTENING.search(text)
+            if found is not None:
+                return found.group(1)
+            if process.returncode is not None:
+                msg = f"the server exited with {process.returncode}: {text[-2000:]}"
+                raise RuntimeError(msg)
+            await trio.sleep(0.1)
+
+
+def _tree_cpu(root: int) -> float:
+    """CPU seconds of process `root` and every process below it (see `_cpu_of`)."""
+    return sum(map(_process_cpu, [root, *_descendants(root)]))
 
 
 def _figures(
-    per_shards: dict[int, tuple[list[float], list[float]]], local: list[float], sizes: Sizes
+    heavy: dict[int, list[float]],
+    light: dict[tuple[str, int], list[Light]],
+    served: dict[tuple[str, int], list[Light]],
+    sizes: Sizes,
 ) -> list[Figure]:
     where = f"{sizes.cluster_sessions} sessions, {sizes.cluster_callers} callers"
-    figures = []
-    for shards, (heavy, light) in per_shards.items():
+    figures = [
+        figure(NAME, f"heavy search calls/s, {shards} shard(s), {where}", Stats.of(rates), "/s")
+        for shards, rates in heavy.items()
+    ]
+    scaled = Stats.of([b / a for a, b in zip(heavy[1], heavy[2], strict=True)])
+    figures.append(
+        figure(NAME, f"heavy search, 2 shards / 1 shard, {where}", scaled, "x", SCALE_TARGET)
+    )
+    labelled = [(place, key, batches) for (place, key), batches in light.items()]
+    labelled += [(f"served over HTTP, {place}", key, b) for (place, key), b in served.items()]
+    for place, callers, batches in labelled:
         figures.append(
-            figure(NAME, f"heavy search calls/s, {shards} shard(s), {where}", Stats.of(heavy), "/s")
+            figure(
+                NAME,
+                f"light calls/s, {place}, {_callers(callers)}",
+                Stats.of([b.rate for b in batches]),
+                "/s",
+            )
         )
         figures.append(
             figure(
                 NAME,
-                f"light calls/s through a shard, {shards} shard(s), 1 caller",
-                Stats.of(light),
-                "/s",
+                f"light call, total CPU per call, {place}, {_callers(callers)}",
+                Stats.of([b.cpu_per_call * 1e6 for b in batches]),
+                "µs",
             )
         )
-    one, two = per_shards[1][0], per_shards[2][0]
-    scaled = Stats.of([b / a for a, b in zip(one, two, strict=True)])
-    figures.append(
-        figure(NAME, f"heavy search, 2 shards / 1 shard, {where}", scaled, "x", SCALE_TARGET)
-    )
-    figures.append(figure(NAME, "light calls/s in process, 1 caller", Stats.of(local), "/s"))
+    for callers in sorted({callers for _, callers in light}):
+        near = light[IN_PROCESS, callers]
+        for shards in (1, 2):
+            far = light[_through(shards), callers]
+            cpu = Stats.of(
+                [f.cpu_per_call / n.cpu_per_call for f, n in zip(far, near, strict=True)]
+            )
+            figures.append(
+                figure(
+                    NAME,
+                    f"light call, CPU per call, {_through(shards)} / in process, "
+                    f"{_callers(callers)}",
+                    cpu,
+                    "x",
+                )
+            )
+    for callers in sorted({callers for _, callers in served}):
+        near, far = served[SERVE, callers], served[CLUSTER, callers]
+        cpu = Stats.of([f.cpu_per_call / n.cpu_per_call for f, n in zip(far, near, strict=True)])
+        figures.append(
+            figure(
+                NAME,
+                f"served over HTTP: server CPU per call, {CLUSTER} / {SERVE}, {_callers(callers)}",
+                cpu,
+                "x",
+                CPU_TARGET,
+            )
+        )
     hop = Stats.of(
-        [1e6 / far - 1e6 / near for far, near in zip(per_shards[1][1], local, strict=True)]
+        [
+            1e6 / far.rate - 1e6 / near.rate
+            for far, near in zip(light[_through(1), 1], light[IN_PROCESS, 1], strict=True)
+        ]
     )
     figures.append(
         figure(NAME, "the Ray hop per call (through a shard - in process), 1 caller", hop, "µs")
     )
     return figures
+
+
+def _callers(count: int) -> str:
+    return f"{count} caller{'s' if count > 1 else ''}"
 
 
 def run_cluster(sizes: Sizes, progress: Progress) -> ScenarioResult:
@@ -298,16 +614,20 @@ def run_cluster(sizes: Sizes, progress: Progress) -> ScenarioResult:
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        per_shards = _measure_shards(sizes, progress)
+        heavy, light = _measure_shards(sizes, progress)
         handover = _measure_handover(sizes, progress)
     finally:
         ray.shutdown()
-    local = trio.run(_in_process, sizes)
+    served = trio.run(_served_rounds, sizes, progress) if _can_serve() else {}
     writes = _store_rates(sizes, progress)
     notes = (
         f"local Ray, num_cpus=2; shards over the memory store; {sizes.cluster_documents} "
         "documents of 32 KB per session; callers are threads of this process calling "
-        "Cluster.call (ray.get)",
+        "Cluster.call (ray.get) for the heavy calls",
+        f"light: planning__list_goals, {sizes.cluster_light_calls} calls a batch from trio tasks "
+        "(one, and one per session with many) through Cluster.run, or Runtime.call in process; "
+        "CPU: the cluster's is this process's and every process below it (the local Ray's "
+        "daemons and workers, from /proc); in process, this process's",
         f"handover: {sizes.cluster_handover_sessions} live planning sessions on 2 shards over "
         "one SQLite file; per round a third shard is added, then removed; calls one at a time",
         f"store writes: in process, {sizes.durable_callers} callers on {sizes.durable_keys} "
@@ -316,7 +636,7 @@ def run_cluster(sizes: Sizes, progress: Progress) -> ScenarioResult:
     )
     where = f"{sizes.durable_callers} callers, in process"
     figures = [
-        *_figures(per_shards, local, sizes),
+        *_figures(heavy, light, served, sizes),
         *_handover_figures(handover, sizes),
         *(
             figure(NAME, f"store: acknowledged writes/s, {store}, {where}", Stats.of(rates), "/s")
@@ -324,6 +644,12 @@ def run_cluster(sizes: Sizes, progress: Progress) -> ScenarioResult:
         ),
     ]
     return ScenarioResult(NAME, tuple(figures), notes)
+
+
+def _can_serve() -> bool:
+    """Whether the served part can run: the server extra (and its httpx2) and Linux's /proc."""
+    found = all(importlib.util.find_spec(name) is not None for name in ("mcp", "httpx2"))
+    return found and Path("/proc/self/stat").exists()
 
 
 def _store_rates(sizes: Sizes, progress: Progress) -> dict[str, list[float]]:

@@ -131,6 +131,10 @@ class Sizes:
     """cluster: concurrent callers (threads) for the heavy calls."""
     cluster_handover_sessions: int
     """cluster: live sessions (over SQLite) when a shard is added and removed."""
+    cluster_light_calls: int
+    """cluster: light calls per batch, in process and through the shards."""
+    cluster_light_callers: int
+    """cluster: concurrent callers (trio tasks, a session each) for the light calls with many."""
 
 
 TINY: Final = Sizes(
@@ -184,6 +188,8 @@ TINY: Final = Sizes(
     cluster_calls=20,
     cluster_callers=4,
     cluster_handover_sessions=20,
+    cluster_light_calls=40,
+    cluster_light_callers=4,
 )
 QUICK: Final = Sizes(
     name="quick",
@@ -236,6 +242,8 @@ QUICK: Final = Sizes(
     cluster_calls=100,
     cluster_callers=8,
     cluster_handover_sessions=300,
+    cluster_light_calls=1_000,
+    cluster_light_callers=50,
 )
 FULL: Final = Sizes(
     name="full",
@@ -288,6 +296,8 @@ FULL: Final = Sizes(
     cluster_calls=300,
     cluster_callers=16,
     cluster_handover_sessions=2_000,
+    cluster_light_calls=3_000,
+    cluster_light_callers=50,
 )
 PRESETS: Final = {sizes.name: sizes for sizes in (TINY, QUICK, FULL)}
 """The sizes by name: ``tiny`` (the tests), ``quick`` (the default), ``full``."""

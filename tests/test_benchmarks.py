@@ -219,7 +219,8 @@ class TestObserver:
 class TestCluster:
     @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs Ray")
     def test_shards_and_the_hop_are_measured(self, report: Report) -> None:
-        """Heavy calls/s with 1 and 2 shards, their judged ratio, and the Ray hop."""
+        """Heavy calls/s with 1 and 2 shards, their judged ratio, the light calls' rate and
+        CPU in process, through shards and served, the served ratio judged, and the Ray hop."""
         found = {f.name: f for f in report.figures if f.scenario == "cluster"}
         tiny = PRESETS["tiny"]
         where = f"{tiny.cluster_sessions} sessions, {tiny.cluster_callers} callers"
@@ -228,6 +229,19 @@ class TestCluster:
         assert found[f"heavy search, 2 shards / 1 shard, {where}"].target == "≥ 1.6x"
         hop = found["the Ray hop per call (through a shard - in process), 1 caller"]
         assert math.isfinite(hop.value)
+        many = f"{tiny.cluster_light_callers} callers"
+        for callers in ("1 caller", many):
+            for place in ("in process", "1 shard", "2 shards"):
+                assert found[f"light calls/s, {place}, {callers}"].value > 0
+                assert found[f"light call, total CPU per call, {place}, {callers}"].value > 0
+            for place in ("serve", "cluster, 2 shards"):
+                served = f"served over HTTP, {place}, {callers}"
+                assert found[f"light call, total CPU per call, {served}"].value > 0
+            judged = found[
+                f"served over HTTP: server CPU per call, cluster, 2 shards / serve, {callers}"
+            ]
+            assert judged.target == "≤ 1.5x"
+            assert isinstance(judged.meets, bool)
         live = f"{tiny.cluster_handover_sessions} live sessions"
         assert found[f"handover: add a 3rd shard (starts its process), {live}"].value > 0
         assert found[f"handover: remove it again, {live}"].value > 0

@@ -28,11 +28,17 @@ ray = pytest.importorskip("ray")
 
 from ray.exceptions import GetTimeoutError, RayActorError  # noqa: E402
 
-from actors.cluster import NAMESPACE, open_cluster  # noqa: E402  (needs ray)
+from actors.cluster import (  # noqa: E402  (needs ray)
+    NAMESPACE,
+    RoutingStatistics,
+    ShardLostError,
+    open_cluster,
+)
 from actors.cluster import _cluster as cluster_module  # noqa: E402
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from pathlib import Path
 
     from actors.cluster import Cluster
 
@@ -376,3 +382,216 @@ def test_each_shard_counts_the_calls_it_ran(
 def test_without_metrics_shards_report_none(fresh_postgres_url: str) -> None:
     with open_cluster(PLANNING, shards=1, state=fresh_postgres_url) as cluster:
         assert cluster.metric_families() == {"shard-0": []}
+
+
+# ---- calls for one shard share Ray calls (the async path's lanes) ----------------------------
+
+SLOW = ["actors.modules:planning", "tests._slow_module:slow"]
+
+
+def _prepared(cluster: Cluster, params: dict[str, Any]) -> Any:
+    return prepare_call(cluster.registry, params, cluster.config.policy)
+
+
+def on_shard(cluster: Cluster, shard: str, count: int, prefix: str = "b") -> list[str]:
+    """`count` session names that `shard` owns."""
+    names = (f"{prefix}{n}" for n in itertools.count())
+    return list(itertools.islice((s for s in names if cluster.shard_of(s) == shard), count))
+
+
+def wait_for(session: str, path: str) -> dict[str, Any]:
+    """A call that runs until a file exists at `path`: in flight for as long as a test wants."""
+    return {"name": "slow__wait_for", "arguments": {"path": path}, "_meta": {"sessionId": session}}
+
+
+def listing(session: str) -> dict[str, Any]:
+    return {"name": "planning__list_goals", "arguments": {}, "_meta": {"sessionId": session}}
+
+
+async def until(done: Callable[[], bool]) -> None:
+    """Wait until `done()` (a counter of the router, a dict the callers fill), at most 60 s."""
+    with trio.fail_after(60):
+        while not done():  # noqa: ASYNC110  (nothing to wait on: a predicate polled)
+            await trio.sleep(0.01)
+
+
+def test_calls_for_one_shard_share_ray_calls_and_keep_each_sessions_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Calls made at once go to each shard in two Ray calls: the first alone, the rest together.
+
+    Each session's appends, made in one go on asyncio (whose tasks start in the order
+    they were made), are in the store in that order: a batch runs its calls in order.
+    """
+    # Queued calls wait for the batch ahead however long making 80 calls takes here.
+    monkeypatch.setattr(cluster_module, "_HOLD", 60.0)
+    sessions, appends = [f"o{n}" for n in range(8)], 10
+    with open_cluster(PLANNING, shards=2, state="memory") as cluster:
+
+        async def append_all() -> list[str]:
+            made = [goal(s, f"{s}-{n}") for n in range(appends) for s in sessions]
+            results = await asyncio.gather(*(cluster.run(_prepared(cluster, c)) for c in made))
+            return [result.first_text for result in results]
+
+        texts = asyncio.run(append_all())
+        sent = cluster.routing_statistics()
+        shards = {cluster.shard_of(session) for session in sessions}
+        for session in sessions:
+            listed = goals(cluster, session).splitlines()[1:]
+            assert [line.split(": ", 1)[1] for line in listed] == [
+                f"{session}-{n}" for n in range(appends)
+            ]
+        listings = cluster.routing_statistics()
+    assert all(text.startswith("Created goal g") for text in texts)
+    assert sent == RoutingStatistics(len(sessions) * appends, 2 * len(shards))
+    # Through Cluster.call (a thread's, blocking on Ray): each call alone.
+    assert listings == RoutingStatistics(sent.calls_sent + 8, sent.ray_calls + 8)
+
+
+def test_many_callers_on_trio_share_ray_calls_in_order() -> None:
+    """Callers that each append in turn: every append answered, in its order, in fewer Ray calls."""
+    sessions, appends = [f"t{n}" for n in range(20)], 8
+    with open_cluster(PLANNING, shards=2, state="memory") as cluster:
+
+        async def caller(session: str) -> None:
+            for n in range(appends):
+                created = await cluster.run(_prepared(cluster, goal(session, f"{session}-{n}")))
+                assert created.first_text == f"Created goal g{n + 1}: {session}-{n}"
+
+        async def all_callers() -> None:
+            async with trio.open_nursery() as nursery:
+                for session in sessions:
+                    nursery.start_soon(caller, session)
+
+        trio.run(all_callers)
+        sent = cluster.routing_statistics()
+        listed = {session: goals(cluster, session) for session in sessions}
+    assert sent.calls_sent == len(sessions) * appends
+    assert sent.ray_calls < sent.calls_sent / 2, sent
+    for text in listed.values():
+        assert text.startswith(f"Goals ({appends}):"), text
+
+
+def test_a_shard_lost_mid_batch_fails_that_batchs_calls_only(tmp_path: Path) -> None:
+    """kill -9 of a shard with a batch in flight: its calls, and only they, say it was lost.
+
+    Calls to the other shard in flight meanwhile are answered; one the lost shard
+    answered before is not touched; the next call to its sessions reaches the
+    restarted shard.
+    """
+    release = tmp_path / "release"
+    with open_cluster(SLOW, shards=2, state="memory") as cluster:
+        lost, kept = on_shard(cluster, "shard-0", 3), on_shard(cluster, "shard-1", 3)
+        victim = cluster.pid_of("shard-0")
+        outcomes: dict[str, str] = {}
+
+        async def call(name: str, params: dict[str, Any]) -> None:
+            try:
+                outcomes[name] = (await cluster.run(_prepared(cluster, params))).first_text
+            except ShardLostError as error:
+                outcomes[name] = f"lost: {error}"
+
+        async def scenario() -> None:
+            await call("before", listing(lost[0]))
+            async with trio.open_nursery() as nursery:
+                for n, session in enumerate(lost):  # held there until the kill
+                    nursery.start_soon(call, f"lost {n}", wait_for(session, str(release)))
+                for n, session in enumerate(kept):
+                    nursery.start_soon(call, f"kept {n}", wait_for(session, str(release)))
+                await until(lambda: cluster.routing_statistics().calls_sent == 1 + 6)
+                await trio.sleep(0.5)  # at the shards, running
+                os.kill(victim, signal.SIGKILL)
+                await until(lambda: sum(name.startswith("lost") for name in outcomes) == 3)
+                release.touch()  # the other shard's calls may end now
+
+        trio.run(scenario)
+        after = _until_back(cluster, lost[0])
+    assert outcomes["before"].startswith("No goals yet"), outcomes
+    for n in range(len(lost)):
+        assert outcomes[f"lost {n}"].startswith("lost: shard 'shard-0' was lost during the call")
+    for n in range(len(kept)):
+        assert outcomes[f"kept {n}"] == "the file is there"
+    assert after[-1].startswith("Created goal g1")
+
+
+def test_a_moved_call_in_a_batch_is_rerouted_alone(fresh_postgres_url: str) -> None:
+    """A front with an old membership sends a batch: only the moved sessions' calls go again."""
+    sessions = [f"m{n}" for n in range(24)]
+    with open_cluster(PLANNING, shards=2, state=fresh_postgres_url) as cluster:
+        stale = cluster_module.connect_cluster(cluster.name)
+        cluster.add_shard()
+        moved = [s for s in sessions if cluster.shard_of(s) == "shard-2"]
+        assert moved
+        assert stale.membership.epoch == 0
+
+        async def append_all() -> list[str]:
+            made = [goal(s, f"{s}-moved") for s in sessions]
+            results = await asyncio.gather(*(stale.run(_prepared(stale, c)) for c in made))
+            return [result.first_text for result in results]
+
+        texts = asyncio.run(append_all())
+        sent = stale.routing_statistics()
+        listed = {session: goals(cluster, session) for session in sessions}
+    assert all(text.startswith("Created goal g1") for text in texts), texts
+    assert stale.membership.epoch == 1
+    assert sent.calls_sent == len(sessions) + len(moved)  # the moved ones twice, no other
+    for session, text in listed.items():
+        assert text == f"Goals (1):\n- g1: {session}-moved"
+
+
+def test_a_cancelled_caller_leaves_the_rest_of_its_batch_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled while queued, a call is never sent; cancelled once sent, only its answer is
+    dropped: the other calls of its batch are answered either way."""
+    monkeypatch.setattr(cluster_module, "_HOLD", 60.0)  # queued calls wait for the batch ahead
+    release = tmp_path / "release"
+    with open_cluster(SLOW, shards=1, state="memory") as cluster:
+        sessions = [f"c{n}" for n in range(5)]
+        answers: dict[str, str] = {}
+
+        async def call(name: str, params: dict[str, Any], scope: trio.CancelScope) -> None:
+            with scope:
+                answers[name] = (await cluster.run(_prepared(cluster, params))).first_text
+
+        async def scenario() -> None:
+            scopes = {name: trio.CancelScope() for name in ("ahead", "a", "withdrawn", "b")}
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(
+                    call, "ahead", wait_for(sessions[0], str(release)), scopes["ahead"]
+                )
+                await until(lambda: cluster.routing_statistics().calls_sent == 1)
+                for name, session in zip(("a", "withdrawn", "b"), sessions[1:], strict=False):
+                    nursery.start_soon(call, name, listing(session), scopes[name])
+                await trio.sleep(0.2)  # all three queued behind the call ahead
+                assert cluster.routing_statistics().calls_sent == 1
+                scopes["withdrawn"].cancel()
+                await trio.sleep(0.2)
+                scopes["ahead"].cancel()  # sent: it runs on; its answer is dropped
+                release.touch()
+            assert cluster.routing_statistics() == RoutingStatistics(3, 2)
+
+        trio.run(scenario)
+    assert set(answers) == {"a", "b"}  # "withdrawn" and "ahead" were cancelled
+    assert all(text.startswith("No goals yet") for text in answers.values()), answers
+
+
+def test_a_slow_call_holds_up_the_calls_behind_it_briefly(tmp_path: Path) -> None:
+    """A call queued behind a batch that runs on goes after `_HOLD`, not when that batch ends."""
+    release = tmp_path / "release"
+    with open_cluster(SLOW, shards=1, state="memory") as cluster:
+        seconds: list[float] = []
+
+        async def scenario() -> None:
+            async with trio.open_nursery() as nursery:
+                slow = _prepared(cluster, wait_for("slow", str(release)))
+                nursery.start_soon(cluster.run, slow)
+                await until(lambda: cluster.routing_statistics().calls_sent == 1)
+                for n in range(5):
+                    began = time.monotonic()
+                    await cluster.run(_prepared(cluster, listing(f"quick{n}")))
+                    seconds.append(time.monotonic() - began)
+                release.touch()
+
+        trio.run(scenario)
+    assert max(seconds) < 5, seconds  # the slow call would have held it until released

@@ -26,9 +26,11 @@ if TYPE_CHECKING:
     from ._cluster import ClusterUnavailableError as ClusterUnavailableError
     from ._cluster import Directory as Directory
     from ._cluster import MembershipError as MembershipError
+    from ._cluster import RoutingStatistics as RoutingStatistics
     from ._cluster import ShardLostError as ShardLostError
     from ._cluster import connect_cluster as connect_cluster
     from ._cluster import open_cluster as open_cluster
+    from ._shard import Failed as Failed
     from ._shard import Moved as Moved
     from ._shard import ShardHost as ShardHost
     from ._shard import WireCall as WireCall
@@ -42,9 +44,11 @@ _WHERE = {
     "ClusterUnavailableError": "._cluster",
     "Directory": "._cluster",
     "MembershipError": "._cluster",
+    "RoutingStatistics": "._cluster",
     "ShardLostError": "._cluster",
     "connect_cluster": "._cluster",
     "open_cluster": "._cluster",
+    "Failed": "._shard",
     "Moved": "._shard",
     "ShardHost": "._shard",
     "WireCall": "._shard",

@@ -14,8 +14,38 @@ longer owns a session answers `Moved`; the router then reads the directory
 and sends the call again, to the new owner.
 
 One routing procedure serves the synchronous `Cluster.call` and the async
-`Cluster.run` (the MCP front end): a coroutine given how to wait for a Ray
-call, awaiting it on the event loop or blocking on `ray.get`.
+`Cluster.run` (the MCP front end): a coroutine given how to exchange a call
+with a shard, awaiting it on the event loop or blocking on `ray.get`.
+
+How calls cross
+---------------
+A Ray actor call costs about a millisecond of CPU between the two processes
+and Ray, whatever it carries, against tens of microseconds for a light tool
+call itself. So the async path sends the calls it has for a shard together:
+each event loop keeps a *lane* per shard. A call that finds its lane with
+nothing in flight leaves at once, alone (a lone caller waits for nothing);
+calls that come while a batch is in flight queue in the lane, and go
+together, in one `ShardHost.call_batch`, as soon as that batch's answer is
+back. Under load the batches grow with the number of callers, and the hop's
+cost per call shrinks with them; without load nothing changes.
+
+A batch's answer comes back whole, so a slow call would hold up the calls
+queued behind its batch: a call queued for `_HOLD` seconds goes in a batch of
+its own (with whatever is queued with it) even though one is in flight. A
+slow call delays another by at most that, never by its own length.
+
+Everything a lane holds is touched on its loop's thread only: Ray's answer
+arrives on one of Ray's threads, and is handed to the loop
+(`TrioToken.run_sync_soon`, `loop.call_soon_threadsafe`), where each call of
+the batch is answered and the next batch sent. No task per lane: nothing
+outlives the calls. A batch's calls enter the shard's runtime in their order
+(Ray promises none between two calls of an async actor, so one batch in flight
+at a time keeps one session's calls made at once in order, where calls sent
+alone need not be). Each call is answered on its own: `Moved` reroutes that
+call only, and a batch whose shard was lost fails its own calls only. A
+caller cancelled while its call is queued withdraws it (it is never sent);
+cancelled once it was sent, the call goes on at its shard and only its
+answer is dropped, as for a call sent alone.
 """
 
 from __future__ import annotations
@@ -25,12 +55,16 @@ import contextlib
 import functools
 import itertools
 import logging
+import math
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast, final
 
 import anyio
+import anyio.to_thread
+import attrs
 import ray
 import sniffio
 import trio
@@ -44,7 +78,7 @@ from .._prepare import prepare_call
 from .._registry import Registry
 from .._runtime import RuntimeConfig
 from ..server._options import load_module
-from ._shard import Moved, WireCall, shard_class
+from ._shard import Failed, Moved, WireCall, shard_class
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
@@ -64,6 +98,7 @@ __all__ = [
     "ClusterUnavailableError",
     "Directory",
     "MembershipError",
+    "RoutingStatistics",
     "ShardLostError",
     "connect_cluster",
     "open_cluster",
@@ -78,8 +113,12 @@ _MAX_ROUTES: Final = 8  # reroutes of one call before the caller is told to retr
 _RETRY_FOR: Final = 60.0  # seconds a handover step waits for a restarting shard
 _SCRAPE_TIMEOUT: Final = 2.0  # seconds a scrape waits for one shard's metrics
 _PROBE_TIMEOUT: Final = 2.0  # seconds /readyz waits for the cluster's directory
+# Seconds a call waits behind its lane's batch in flight before it goes without waiting
+# for it: about twice a batch's round trip under load on the benchmark machine.
+_HOLD: Final = 0.005
 T = TypeVar("T")
 _Wait = Callable[[Any], Awaitable[Any]]
+_Exchange = Callable[[str], Awaitable[Any]]
 
 
 class ShardLostError(RuntimeCallError):
@@ -92,6 +131,44 @@ class ClusterUnavailableError(RuntimeCallError):
 
 class MembershipError(RuntimeError):
     """A change of membership was refused (another is under way, or it names no shard)."""
+
+
+@final
+@attrs.frozen
+class RoutingStatistics:
+    """What a router sent to its shards so far (`Cluster.routing_statistics`)."""
+
+    calls_sent: int
+    """Tool calls sent to shards; a call sent again after `Moved` counts again."""
+    ray_calls: int
+    """The Ray calls that carried them: fewer when calls for one shard went together."""
+
+
+@attrs.define(eq=False)
+class _Waiting:
+    """A call in a lane: its wire form, and its answer once its batch is back."""
+
+    wire: WireCall
+    done: anyio.Event
+    answer: Any = None
+    error: BaseException | None = None
+    sent: bool = False
+    hold: anyio.CancelScope | None = None  # while it waits to go: how long it may
+
+
+@attrs.define(eq=False)
+class _Lane:
+    """One event loop's calls for one shard: those queued, and the batches in flight.
+
+    Touched on its loop's thread only.
+    """
+
+    key: tuple[object, str]  # (the loop, the shard)
+    handle: Any
+    soon: Callable[[Callable[[], object]], object]  # runs a function on the loop, from any thread
+    queued: list[_Waiting] = attrs.field(factory=list)
+    flying: int = 0  # batches sent and not yet answered
+    sent_at: float = -math.inf  # when the last batch went
 
 
 @final
@@ -181,6 +258,10 @@ class Cluster:
         self._directory = directory
         self._membership = membership
         self._handles: dict[str, Any] = {} if handles is None else dict(handles)
+        self._lanes: dict[tuple[object, str], _Lane] = {}
+        self._counting = threading.Lock()  # sync callers count from their own threads
+        self._calls_sent = 0
+        self._ray_calls = 0
 
     # ---- what the MCP server reads -------------------------------------------
 
@@ -226,7 +307,14 @@ class Cluster:
         """
         try:
             call = prepare_call(self._registry, params, self._config.policy, caller)
-            return _blocking(self._called(call, _got))
+            wire = WireCall.of(call)
+
+            async def exchange(shard: str) -> Any:
+                self._count(1)
+                return await _got(self._handle(shard).call.remote(wire))
+
+            reply = _blocking(self._routed(call.context.session_id, exchange, _got))
+            return CallResult.from_wire(reply, call.tool.service)
         except UnknownToolError:
             raise
         except RuntimeCallError as error:
@@ -247,32 +335,45 @@ class Cluster:
         CannotAskError. Raises ShardLostError for a shard lost during the call.
         """
         del progress, log, ask
-        return await self._called(call, _resolved)
-
-    async def end_session(self, session_id: str) -> int:
-        """`Runtime.end_session` on the session's shard: how many stored keys it deleted."""
-        count: int = await self._routed(
-            session_id, lambda shard: shard.end_session.remote(session_id), _resolved
-        )
-        return count
-
-    async def _called(self, call: PreparedCall, wait: _Wait) -> CallResult:
-        send = functools.partial(_call_on, WireCall.of(call))
-        reply = await self._routed(call.context.session_id, send, wait)
+        exchange = functools.partial(self._batched, WireCall.of(call))
+        reply = await self._routed(call.context.session_id, exchange, _resolved)
         # Each item keeps its own provenance from its _meta, or gets the tool's.
         return CallResult.from_wire(reply, call.tool.service)
 
-    async def _routed(self, session: str, send: Callable[[Any], Any], wait: _Wait) -> Any:
-        """`send` to `session`'s shard, rerouting after a change of membership; the reply.
+    async def end_session(self, session_id: str) -> int:
+        """`Runtime.end_session` on the session's shard: how many stored keys it deleted."""
 
-        `wait` turns a Ray object ref into its value: awaited on the event loop
-        (`_resolved`), or with `ray.get` for a synchronous caller (`_got`, run
-        by `_blocking`), so one procedure serves both.
+        async def exchange(shard: str) -> Any:
+            return await _resolved(
+                (await self._awaited_handle(shard)).end_session.remote(session_id)
+            )
+
+        count: int = await self._routed(session_id, exchange, _resolved)
+        return count
+
+    def routing_statistics(self) -> RoutingStatistics:
+        """How many tool calls this router sent to shards, in how many Ray calls."""
+        with self._counting:
+            return RoutingStatistics(self._calls_sent, self._ray_calls)
+
+    def _count(self, calls: int) -> None:
+        with self._counting:
+            self._calls_sent += calls
+            self._ray_calls += 1
+
+    async def _routed(self, session: str, exchange: _Exchange, wait: _Wait) -> Any:
+        """`exchange` with `session`'s shard, rerouting after a change of membership; the reply.
+
+        `exchange` sends the call to the shard it is given and returns its
+        answer; `wait` turns a Ray object ref into its value, for the
+        directory. Both await on the event loop (`_batched`, `_resolved`), or
+        block for a synchronous caller (`_got`, run by `_blocking`), so one
+        procedure serves both.
         """
         for _ in range(_MAX_ROUTES):
             shard = self._membership.owner(session)
             try:
-                reply = await wait(send(self._handle(shard)))
+                reply = await exchange(shard)
             except _SHARD_LOST as lost:
                 await self._refresh(wait)
                 if shard not in self._membership.shards:
@@ -282,11 +383,112 @@ class Cluster:
                     "may or may not have happened: check, then retry"
                 )
                 raise ShardLostError(msg) from lost
+            if isinstance(reply, Failed):
+                msg = f"the call failed on shard {shard!r}: {reply.error}"
+                raise RuntimeCallError(msg)
             if not isinstance(reply, Moved):
                 return reply
             await self._refresh(wait)
         msg = f"the cluster's membership changed {_MAX_ROUTES} times during the call; retry"
         raise ShardLostError(msg)
+
+    # ---- the async path's lanes (see "How calls cross") --------------------------
+
+    async def _batched(self, wire: WireCall, shard: str) -> Any:
+        """`wire`'s answer from `shard`, sent in a batch with the loop's other calls for it."""
+        lane = self._lanes.get((_current_loop(), shard))
+        if lane is None:
+            lane = await self._lane(shard)
+        waiting = _Waiting(wire, anyio.Event())
+        lane.queued.append(waiting)
+        if not lane.flying or time.monotonic() - lane.sent_at >= _HOLD:
+            self._send(lane)
+        answered = False
+        try:
+            if not waiting.sent:
+                with anyio.move_on_after(lane.sent_at + _HOLD - time.monotonic()) as hold:
+                    waiting.hold = hold
+                    await waiting.done.wait()
+                if not waiting.sent:  # held long enough behind a slower batch: go now
+                    self._send(lane)
+            await waiting.done.wait()
+            answered = True
+        finally:
+            if not answered and not waiting.sent:  # cancelled while queued: withdrawn, never sent
+                lane.queued.remove(waiting)
+                self._forget_if_idle(lane)
+        if waiting.error is not None:
+            raise waiting.error
+        return waiting.answer
+
+    async def _lane(self, shard: str) -> _Lane:
+        """This loop's lane to `shard`, made if it has none (the handle looked up off the loop)."""
+        handle = await self._awaited_handle(shard)
+        key = (_current_loop(), shard)
+        lane = self._lanes.get(key)  # made meanwhile, by another call
+        if lane is None:
+            lane = self._lanes[key] = _Lane(key, handle, _soon())
+        return lane
+
+    def _send(self, lane: _Lane) -> None:
+        """Send every call queued in `lane` in one Ray call; answer them when it is back."""
+        batch, lane.queued = lane.queued, []
+        for waiting in batch:
+            waiting.sent = True
+            if waiting.hold is not None:
+                waiting.hold.deadline = math.inf  # it waits for its answer now, however long
+        lane.flying += 1
+        self._count(len(batch))
+        try:
+            future = lane.handle.call_batch.remote([w.wire for w in batch]).future()
+        except Exception as error:  # refused before it left (its arguments do not pickle)
+            self._answer(lane, batch, error)
+            return
+        finally:
+            lane.sent_at = time.monotonic()  # once it left: the first call of a handle is slow
+
+        def back(future: Any) -> None:  # on one of Ray's threads
+            try:
+                lane.soon(functools.partial(self._answered, lane, batch, future))
+            except (trio.RunFinishedError, RuntimeError):  # the loop is gone, its callers too
+                if self._lanes.get(lane.key) is lane:
+                    del self._lanes[lane.key]
+
+        future.add_done_callback(back)
+
+    def _answered(self, lane: _Lane, batch: list[_Waiting], future: Any) -> None:
+        """A batch's answer is back, on the lane's loop (never raises: it runs in the loop)."""
+        answers: list[Any] | BaseException
+        try:
+            answers = list(future.result())
+        except BaseException as error:  # the shard lost, or call_batch failed: each call's
+            answers = error
+        else:
+            if len(answers) != len(batch):
+                msg = f"the shard sent {len(answers)} answers to a batch of {len(batch)} calls"
+                answers = RuntimeCallError(msg)
+        self._answer(lane, batch, answers)
+
+    def _answer(
+        self, lane: _Lane, batch: list[_Waiting], answers: list[Any] | BaseException
+    ) -> None:
+        """Settle a batch's calls (with `answers`, or each with the error), and send the next."""
+        lane.flying -= 1
+        for n, waiting in enumerate(batch):
+            if isinstance(answers, BaseException):
+                waiting.error = answers
+            else:
+                waiting.answer = answers[n]
+            waiting.done.set()  # a caller that went away meanwhile hears nothing
+        if lane.queued:
+            self._send(lane)
+        else:
+            self._forget_if_idle(lane)
+
+    def _forget_if_idle(self, lane: _Lane) -> None:
+        """Drop a lane with nothing queued or in flight: a loop that ended leaves none behind."""
+        if not lane.queued and not lane.flying and self._lanes.get(lane.key) is lane:
+            del self._lanes[lane.key]
 
     async def _refresh(self, wait: _Wait) -> None:
         try:
@@ -296,6 +498,16 @@ class Cluster:
             raise self._gone(msg) from None
         if committed.epoch > self._membership.epoch:
             self._membership = committed
+
+    async def _awaited_handle(self, shard: str) -> Any:
+        """`_handle`, looked up in a worker thread when it is not known: Ray's lookup blocks.
+
+        A caller cancelled meanwhile leaves the lookup to finish on its own (and be kept).
+        """
+        handle = self._handles.get(shard)
+        if handle is None:
+            handle = await anyio.to_thread.run_sync(self._handle, shard, abandon_on_cancel=True)
+        return handle
 
     def _handle(self, shard: str) -> Any:
         handle = self._handles.get(shard)
@@ -366,7 +578,8 @@ class Cluster:
         async def one(shard: str) -> None:
             with anyio.move_on_after(_SCRAPE_TIMEOUT):
                 try:
-                    families[shard] = await _resolved(self._handle(shard).metric_families.remote())
+                    handle = await self._awaited_handle(shard)
+                    families[shard] = await _resolved(handle.metric_families.remote())
                 except (*_SHARD_LOST, ClusterUnavailableError) as error:
                     logger.warning("no metrics from %s: %s", shard, type(error).__name__)
                 return
@@ -463,8 +676,18 @@ class Cluster:
                 _stop(self._handles.pop(shard))
 
 
-def _call_on(wire: WireCall, shard: Any) -> Any:
-    return shard.call.remote(wire)
+def _current_loop() -> object:
+    """The running event loop (trio's run by its token), to key the lanes by."""
+    if sniffio.current_async_library() == "asyncio":
+        return asyncio.get_running_loop()
+    return trio.lowlevel.current_trio_token()
+
+
+def _soon() -> Callable[[Callable[[], object]], object]:
+    """How to run a function on the running loop from another thread."""
+    if sniffio.current_async_library() == "asyncio":
+        return asyncio.get_running_loop().call_soon_threadsafe
+    return trio.lowlevel.current_trio_token().run_sync_soon
 
 
 async def _got(ref: Any) -> Any:

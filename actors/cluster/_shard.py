@@ -23,6 +23,9 @@ refusal as the ``isError`` result the MCP server would send
 (`actors.error_result`): exceptions with arguments of their own do not
 survive pickling reliably, and a caller on another process should read the
 same words an MCP client reads.
+
+A front sends the calls it has for a shard together (`call_batch`): one Ray
+call for many tool calls, each run as `call` runs it and answered on its own.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ if TYPE_CHECKING:
     from .._runtime import RuntimeConfig, RuntimeStatistics
     from ..telemetry import PrometheusMetrics
 
-__all__ = ["Moved", "ShardHost", "WireCall"]
+__all__ = ["Failed", "Moved", "ShardHost", "WireCall"]
 
 
 @final
@@ -64,6 +67,19 @@ class Moved:
 
     epoch: int
     """The epoch of the shard's membership: the caller's view is older than this."""
+
+
+@final
+@attrs.frozen
+class Failed:
+    """A shard's answer to a call of a batch that failed there unexpectedly (a bug, not a refusal).
+
+    Refusals and tool errors are results; this says that the shard's own code
+    raised, so that the batch's other calls still get their answers.
+    """
+
+    error: str
+    """The exception's type and text."""
 
 
 @final
@@ -167,6 +183,23 @@ class ShardHost:
             except RuntimeCallError as error:
                 result = error_result(error, tool.service)
             return result.to_wire()
+
+    async def call_batch(self, calls: list[WireCall]) -> list[dict[str, Any] | Moved | Failed]:
+        """Each of `calls` as `call` runs it, all at once: their answers, in their order.
+
+        They enter the runtime in their order (each task started here reaches
+        its actor's mailbox before the next one runs), so one session's calls
+        in a batch keep the order they were sent in; Ray itself promises no
+        order between two calls of an async actor. One that fails unexpectedly
+        is answered `Failed`; the others are not disturbed.
+        """
+        return await asyncio.gather(*map(self._answer, calls))
+
+    async def _answer(self, call: WireCall) -> dict[str, Any] | Moved | Failed:
+        try:
+            return await self.call(call)
+        except Exception as error:  # a bug here: say so for this call, answer the others
+            return Failed(f"{type(error).__name__}: {error}")
 
     async def end_session(self, session_id: str) -> int | Moved:
         """`Runtime.end_session` for a session of this shard; `Moved` for another's."""
