@@ -54,12 +54,11 @@ ACTIVATION: Final = 47
 """A first call to a key: the warm call, plus starting its actor and making its state."""
 MCP_CALL: Final = 22
 """A ``tools/call`` through the MCP adapter (the SDK's client in memory), beyond the runtime's."""
-HTTP_CALL: Final = 53
+HTTP_CALL: Final = 57
 """A ``tools/call`` POSTed to the Streamable HTTP app (a 2026-era request), beyond the runtime's:
 the lean path (`actors.server._lean`)."""
-SDK_HTTP_CALL: Final = 68
-"""The same through the SDK's transport (``lean_http=False``, ``--sdk-http``); its middleware
-that registers each connection's end at ``initialize`` is resumed on every request."""
+SDK_HTTP_CALL: Final = 66
+"""The same through the SDK's transport (``lean_http=False``, ``--sdk-http``)."""
 
 CALLS: Final = 50
 _PACKAGES: Final = tuple(

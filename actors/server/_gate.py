@@ -480,11 +480,7 @@ class Gate:
             await self._batch(scope, value, receive, send)
             return
         if self._lean is not None:
-            answer = (
-                await self._lean.answer(scope, headers, value)
-                if session_id is None
-                else await self._lean_in_session(scope, headers, value, session_id)
-            )
+            answer = await self._lean.answer(scope, headers, value)
             if answer is not None:
                 await answer(scope, receive, send)
                 return
@@ -510,24 +506,6 @@ class Gate:
                     request_id=request_id,
                     initialize=opening,
                 )
-
-    async def _lean_in_session(
-        self, scope: Scope, headers: Headers, message: Any, session_id: str
-    ) -> Response | None:
-        """The lean path's answer in a session this gate tracks (see `_forward`), or None."""
-        assert self._lean is not None
-        session = self._sessions.enter(session_id, _principal(scope), scope["path"])
-        if session is None:
-            return None  # the SDK's to refuse: unknown, another principal's, another path
-        answer: Response | None = None
-        try:
-            answer = await self._lean.answer_in_session(
-                scope, headers, message, session_id, session.version
-            )
-        finally:
-            status = None if answer is None else answer.status_code
-            self._sessions.leave(session_id, status=status, deleted=False)
-        return answer
 
     async def _forward(
         self,

@@ -265,18 +265,14 @@ def http_app(
         host=options.http[0],
     )
     auth = authentication(options) if auth is None else auth
-    identify = functools.partial(caller_of, token_required=options.authenticates)
+    identify = functools.partial(caller_of, session=None, token_required=options.authenticates)
     gated: ASGIApp = Gate(
         SessionScopes(app, events),
         auth=auth,
         max_body=options.max_request_bytes,
         sessions=sessions,
         refusals=refusals,
-        lean=(
-            LeanPath(adapter, identify, adapter.server.session_manager)
-            if options.lean_http
-            else None
-        ),
+        lean=LeanPath(adapter, identify) if options.lean_http else None,
     )
     if auth is not None and auth.oauth is not None:
         gated = auth.oauth.routes(gated, MCP_PATH)
