@@ -53,7 +53,8 @@ WARM_CALL: Final = 31
 ACTIVATION: Final = 47
 """A first call to a key: the warm call, plus starting its actor and making its state."""
 MCP_CALL: Final = 22
-"""A ``tools/call`` through the MCP adapter (the SDK's client in memory), beyond the runtime's."""
+"""A ``tools/call`` through the MCP adapter (the SDK's client in memory), beyond the runtime's.
+(22, not 20: one coroutine more, the call body shared with the lean HTTP path.)"""
 HTTP_CALL: Final = 57
 """A ``tools/call`` POSTed to the Streamable HTTP app (a 2026-era request), beyond the runtime's:
 the lean path (`actors.server._lean`)."""

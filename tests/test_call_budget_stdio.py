@@ -41,9 +41,10 @@ if TYPE_CHECKING:
 
     from actors import Runtime
 
-STDIO_CALL: Final = 50
+STDIO_CALL: Final = 52
 """A ``tools/call`` line written to a stdio server's stdin, to its reply read from stdout,
-beyond the runtime's."""
+beyond the runtime's. (52, not 50: one coroutine more, the adapter's call body shared with
+the lean HTTP path, `McpAdapter._tools_call`.)"""
 
 _ROOT: Final = Path(__file__).resolve().parents[1]
 _WARM_UPS: Final = 10
