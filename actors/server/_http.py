@@ -39,6 +39,7 @@ from ._mcp import McpAdapter, connection_of
 from ._oauth import OAuthResource
 from ._ops import OpsRoutes, serve_asgi
 from ._options import LOOPBACK_NAMES, is_loopback
+from ._prefix import SessionIdPrefix
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -244,6 +245,9 @@ def http_app(
     client whose connection drops resumes it with ``Last-Event-ID``, from the
     events its session was sent, ``options.max_stored_event_bytes`` in all.
 
+    With ``options.session_id_prefix``, the session ids clients see name this
+    front (`actors.server._prefix`), for a load balancer in front of several.
+
     `beside` wraps the gated app in routes of its own (the operator's
     ``/healthz``, ``/readyz``, ``/metrics``), which `Front` guards too.
 
@@ -266,8 +270,12 @@ def http_app(
     )
     auth = authentication(options) if auth is None else auth
     identify = functools.partial(caller_of, session=None, token_required=options.authenticates)
+    scoped: ASGIApp = SessionScopes(app, events)
+    if options.session_id_prefix is not None:
+        # Below the gate: a request's token is checked before its session id is looked at.
+        scoped = SessionIdPrefix(scoped, options.session_id_prefix, refusals)
     gated: ASGIApp = Gate(
-        SessionScopes(app, events),
+        scoped,
         auth=auth,
         max_body=options.max_request_bytes,
         sessions=sessions,
