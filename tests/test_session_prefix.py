@@ -196,6 +196,21 @@ class TestIdsOfOtherFronts:
         if shown != "a.a.{id}":  # that one has this front's prefix: the SDK's own 404
             assert "refused a session id without this front's prefix" in caplog.text
 
+    async def test_the_token_is_checked_first(self) -> None:
+        """Without a valid token, 401 whatever the id: the prefix tells a stranger nothing."""
+        token = "prefix-token-0123456789"
+        options = ServeOptions(
+            http=HTTP, state="memory", session_id_prefix="a", tokens={token: None}
+        )
+        async with in_process_http(options) as server, server.http() as http:
+            answers = [
+                await http.post(
+                    MCP_PATH, json=_call("planning__list_goals", {}), headers=_headers(shown)
+                )
+                for shown in ("a.0123", "b.0123", "0123")
+            ]
+        assert [answer.status_code for answer in answers] == [401, 401, 401]
+
     async def test_the_log_names_the_prefix_never_the_id(
         self, front_a: InProcessHttp, caplog: pytest.LogCaptureFixture
     ) -> None:

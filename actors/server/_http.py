@@ -31,6 +31,7 @@ from starlette.requests import Request
 
 from protocol import Caller
 
+from . import _prefix
 from ._events import RETRY_INTERVAL_MS, BoundedEventStore, SessionScopes
 from ._front import Front
 from ._gate import TENANT_CLAIM, AuthRefusal, Gate, RefusalLog, SessionTable
@@ -39,7 +40,6 @@ from ._mcp import McpAdapter, connection_of
 from ._oauth import OAuthResource
 from ._ops import OpsRoutes, serve_asgi
 from ._options import LOOPBACK_NAMES, is_loopback
-from ._prefix import SessionIdPrefix
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -270,12 +270,8 @@ def http_app(
     )
     auth = authentication(options) if auth is None else auth
     identify = functools.partial(caller_of, session=None, token_required=options.authenticates)
-    scoped: ASGIApp = SessionScopes(app, events)
-    if options.session_id_prefix is not None:
-        # Below the gate: a request's token is checked before its session id is looked at.
-        scoped = SessionIdPrefix(scoped, options.session_id_prefix, refusals)
     gated: ASGIApp = Gate(
-        scoped,
+        SessionScopes(app, events),
         auth=auth,
         max_body=options.max_request_bytes,
         sessions=sessions,
@@ -284,6 +280,9 @@ def http_app(
     )
     if auth is not None and auth.oauth is not None:
         gated = auth.oauth.routes(gated, MCP_PATH)
+    if options.session_id_prefix is not None:
+        # Outside the gate: everything in it (session table, lean path, SDK) sees the SDK's ids.
+        gated = _prefix.SessionIdPrefix(gated, options.session_id_prefix, refusals)
     return Front(
         gated if beside is None else beside(gated),
         bind_host=options.http[0],

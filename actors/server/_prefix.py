@@ -22,25 +22,25 @@ it, so no client changes.
 
 What it does
 ------------
-`SessionIdPrefix` is an ASGI layer between the gate and the SDK's app:
+`SessionIdPrefix` is an ASGI layer around the gate:
 
 * in every response, each ``Mcp-Session-Id`` header gets the prefix;
 * in a request of the 2025 era (the ones the SDK serves in sessions), each
-  ``Mcp-Session-Id`` header loses it before anything below reads it, the event
-  store's session scopes and the SDK's session manager alike;
+  ``Mcp-Session-Id`` header loses it before anything reads it: the gate's
+  session table and lean path, the event store's session scopes and the SDK's
+  session manager all see the SDK's ids, as without a prefix;
 * such a request whose id lacks this front's prefix (another front's, or
-  none) is answered as the SDK answers an unknown session, 404 "Session not
-  found", and reaches no session: the SDK never sees it. It is logged, at most
-  once per interval (`RefusalLog`), since it means that the load balancer
-  routed a session to the wrong front.
+  none) goes on with an empty id instead, which no session has (the SDK's ids
+  are hex): the gate checks its token first, as for any request, and then it
+  is answered as the SDK answers an unknown session, 404 "Session not found",
+  having reached no session. It is logged, at most once per interval
+  (`RefusalLog`): it means that the load balancer routed a session to the
+  wrong front.
 
 A 2026-era request is served without a session, whatever header it carries,
-so its header is left as it is (the gate's lean path answers many of them
-before this layer, and must agree). The gate's session table sits above this
-layer and so keeps the ids as clients send them, prefix included: one id per
-session either way. The SDK's own id stays what the server's sessions are
-named by (a call that names no session lands in the one of the id without the
-prefix).
+so its header is left as it is. The SDK's own id stays what the server's
+sessions are named by (a call that names no session lands in the one of the
+id without the prefix).
 
 Without a prefix the layer is not there at all: nothing changes, nothing is
 paid.
@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Final, final
 
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 
-from ._gate import _may_open_a_session, error_response
+from ._gate import _may_open_a_session
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -66,7 +66,8 @@ SEPARATOR: Final = "."
 """What joins a front's prefix to the SDK's session id; never part of a prefix."""
 _PREFIX: Final = re.compile(r"[A-Za-z0-9-]{1,32}")
 _HEADER: Final = MCP_SESSION_ID_HEADER.encode("latin-1")
-_NOT_FOUND: Final = "Session not found"  # the SDK's own answer to an unknown session id
+_NO_SESSION: Final = b""
+"""The id a request of another front's session goes on with: one no session has."""
 _REFUSED: Final = "a session id without this front's prefix (is the load balancer routing by it?)"
 
 
@@ -82,7 +83,7 @@ def check_session_id_prefix(prefix: str) -> None:
 
 @final
 class SessionIdPrefix:
-    """ASGI layer in front of the SDK's app: its session ids shown as ``<prefix>.<id>``.
+    """ASGI layer around the gate: the SDK's session ids shown as ``<prefix>.<id>``.
 
     What it rewrites and refuses is in this module's docstring.
     """
@@ -97,29 +98,29 @@ class SessionIdPrefix:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        inner = self._inbound(scope)
-        if inner is None:
-            await error_response(404, _NOT_FOUND)(scope, receive, send)
-            return
-        await self._app(inner, receive, self._outbound(send))
+        await self._app(self._inbound(scope), receive, self._outbound(send))
 
-    def _inbound(self, scope: Scope) -> Scope | None:
-        """`scope` with its session ids as the SDK made them; None for an id not of this front."""
+    def _inbound(self, scope: Scope) -> Scope:
+        """`scope` with its session ids as the SDK made them; an id not of this front empty."""
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         # Compared lowercased: no spelling of the name may slip past unchecked.
         if not any(name.lower() == _HEADER for name, _ in headers) or not _may_open_a_session(
             scope
         ):
             return scope
-        rewritten = []
-        for name, value in headers:
-            if name.lower() == _HEADER:
-                if not value.startswith(self._marker):
-                    self._refused(value, scope)
-                    return None
-                value = value[len(self._marker) :]
-            rewritten.append((name, value))
+        ids = [value for name, value in headers if name.lower() == _HEADER]
+        foreign = next((value for value in ids if not value.startswith(self._marker)), None)
+        if foreign is not None:
+            self._refused(foreign, scope)  # and every copy of the header goes: one id or none
+        rewritten = [
+            (name, value if name.lower() != _HEADER else self._ours(value, foreign is None))
+            for name, value in headers
+        ]
         return {**scope, "headers": rewritten}
+
+    def _ours(self, value: bytes, kept: bool) -> bytes:
+        """The SDK's id of `value` (which has this front's prefix), or an empty one."""
+        return value[len(self._marker) :] if kept else _NO_SESSION
 
     def _outbound(self, send: Send) -> Send:
         """`send`, with the prefix put on every ``Mcp-Session-Id`` of the response."""
