@@ -5,7 +5,8 @@ the PATH). Each proxy gets a folder of its own and a full nginx.conf: one
 process in the foreground (``daemon off``, ``master_process off``), its pid
 file, logs and temporary files in the folder, listening on 127.0.0.1 at a
 free port. Its ``upstream`` and ``server`` blocks are examples/nginx.conf with
-the placeholders filled in, so the configuration users copy is the one the
+the placeholders filled in (or, in front of two fronts of a cluster,
+examples/nginx-fronts.conf), so the configuration users copy is the one the
 tests run. The proxy is stopped (SIGTERM, then SIGKILL) and reaped when its
 block ends, whatever the test did. Without nginx the tests that need it are
 skipped, or fail when the ``CI`` environment variable is set, so that CI
@@ -19,6 +20,11 @@ and puts a proxy in front of a server::
 
     async with http_server(...) as server, nginx.in_front_of(server.url) as proxy:
         ...  # proxy.url, with proxy.host_header
+
+or in front of two fronts, started with ``--session-id-prefix a`` and ``b``::
+
+    async with nginx.in_front_of_fronts(front_a.url, front_b.url) as proxy:
+        ...
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import os
 import shutil
 import signal
 import subprocess
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NoReturn
 from urllib.parse import urlsplit
@@ -39,14 +45,23 @@ import trio
 from ._postgres import free_port
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable, Mapping
 
-__all__ = ["EXAMPLE", "PUBLIC_NAME", "Nginx", "NginxError", "ReverseProxy", "nginx_fixture"]
+__all__ = [
+    "EXAMPLE",
+    "FRONTS_EXAMPLE",
+    "PUBLIC_NAME",
+    "Nginx",
+    "NginxError",
+    "ReverseProxy",
+    "nginx_fixture",
+]
 
 EXAMPLE: Final = Path(__file__).resolve().parent.parent / "examples" / "nginx.conf"
+FRONTS_EXAMPLE: Final = EXAMPLE.with_name("nginx-fronts.conf")
+"""Two fronts of one cluster, their session ids prefixed ``a.`` and ``b.``."""
 PUBLIC_NAME: Final = "mcp.example.test"
 """The name clients ask the proxy for (nginx passes it on as ``Host``)."""
-_PLACEHOLDERS: Final = ("${MCP_LISTEN}", "${MCP_SERVER_NAME}", "${MCP_UPSTREAM}")
 _START_ATTEMPTS: Final = 3  # a free port can be taken between choosing it and binding it
 _STARTUP_TIMEOUT: Final = 30.0  # nginx retries a taken port for 2.5 s before it gives up
 _STOP_GRACE: Final = 10.0
@@ -66,7 +81,8 @@ events {
 
 http {
     log_format mcp '$remote_addr "$request" $status host=$host '
-                   'last_event_id="$http_last_event_id" upstream=$upstream_status';
+                   'last_event_id="$http_last_event_id" upstream=$upstream_status '
+                   'session="$http_mcp_session_id" to=$upstream_addr';
     access_log "@ROOT@/access.log" mcp;
     client_body_temp_path "@ROOT@/client_body";
     proxy_temp_path "@ROOT@/proxy";
@@ -101,16 +117,30 @@ def _find_nginx() -> Path | None:
 
 def example_blocks(listen: str, server_name: str, upstream: str) -> str:
     """examples/nginx.conf with its placeholders filled in (its comments left as they are)."""
-    lines = EXAMPLE.read_text().splitlines(keepends=True)
+    values = {"LISTEN": listen, "SERVER_NAME": server_name, "UPSTREAM": upstream}
+    return filled(EXAMPLE, values)
+
+
+def fronts_blocks(listen: str, server_name: str, front_a: str, front_b: str) -> str:
+    """examples/nginx-fronts.conf with its placeholders filled in."""
+    values = {"LISTEN": listen, "SERVER_NAME": server_name, "FRONT_A": front_a, "FRONT_B": front_b}
+    return filled(FRONTS_EXAMPLE, values)
+
+
+def filled(example: Path, values: Mapping[str, str]) -> str:
+    """`example` with each ``${MCP_<NAME>}`` placeholder of its directives set to
+    ``values[NAME]``; every one of them must be there, and no other."""
+    lines = example.read_text().splitlines(keepends=True)
     directives = [index for index, line in enumerate(lines) if not line.lstrip().startswith("#")]
-    for placeholder, value in zip(_PLACEHOLDERS, (listen, server_name, upstream), strict=True):
+    for name, value in values.items():
+        placeholder = f"${{MCP_{name}}}"
         assert any(placeholder in lines[index] for index in directives), (
-            f"{EXAMPLE} lost its {placeholder} placeholder"
+            f"{example} lost its {placeholder} placeholder"
         )
         for index in directives:
             lines[index] = lines[index].replace(placeholder, value)
     left = [lines[index] for index in directives if "${MCP_" in lines[index]]
-    assert not left, f"{EXAMPLE} has placeholders this fixture does not fill: {left}"
+    assert not left, f"{example} has placeholders this fixture does not fill: {left}"
     return "".join(lines)
 
 
@@ -129,7 +159,8 @@ class ReverseProxy:
         return _read(self.root / "error.log")
 
     def access_log(self) -> str:
-        """One line per finished request: address, request line, status, Host, Last-Event-ID."""
+        """One line per finished request: address, request line, status, Host, Last-Event-ID,
+        the session id and the upstream address that served it."""
         return _read(self.root / "access.log")
 
 
@@ -145,18 +176,36 @@ class Nginx:
         self._root = root
         self._serial = itertools.count(1)
 
-    @asynccontextmanager
-    async def in_front_of(
+    def in_front_of(
         self, upstream_url: str, server_name: str = PUBLIC_NAME
-    ) -> AsyncIterator[ReverseProxy]:
-        """nginx with the example's configuration, passing requests to `upstream_url`."""
+    ) -> AbstractAsyncContextManager[ReverseProxy]:
+        """nginx with examples/nginx.conf, passing requests to `upstream_url`."""
         upstream = urlsplit(upstream_url).netloc
+        return self._running(
+            lambda listen: example_blocks(listen, server_name, upstream), server_name
+        )
+
+    def in_front_of_fronts(
+        self, front_a_url: str, front_b_url: str, server_name: str = PUBLIC_NAME
+    ) -> AbstractAsyncContextManager[ReverseProxy]:
+        """nginx with examples/nginx-fronts.conf, in front of the fronts whose session ids
+        are prefixed ``a.`` (at `front_a_url`) and ``b.``."""
+        front_a, front_b = urlsplit(front_a_url).netloc, urlsplit(front_b_url).netloc
+        return self._running(
+            lambda listen: fronts_blocks(listen, server_name, front_a, front_b), server_name
+        )
+
+    @asynccontextmanager
+    async def _running(
+        self, blocks: Callable[[str], str], server_name: str
+    ) -> AsyncIterator[ReverseProxy]:
+        """nginx with the `blocks` made for its ``listen`` address, until the block ends."""
         for attempt in range(1, _START_ATTEMPTS + 1):
             root = self._root / f"nginx-{next(self._serial)}"
             root.mkdir()
             port = free_port()
             listen = f"127.0.0.1:{port}"
-            (root / "mcp-actors.conf").write_text(example_blocks(listen, server_name, upstream))
+            (root / "mcp-actors.conf").write_text(blocks(listen))
             conf = root / "nginx.conf"
             conf.write_text(_MAIN_CONF.replace("@ROOT@", str(root)))
             command = [str(self._binary), "-p", str(root), "-c", str(conf)]

@@ -229,6 +229,14 @@ class TestProxies:
         assert '--8<-- "examples/nginx.conf"' in page
         assert "examples/nginx.conf" in (ROOT / "tests" / "_nginx.py").read_text()
 
+    def test_the_cluster_page_includes_the_tested_fronts_conf(self) -> None:
+        """cluster.md includes examples/nginx-fronts.conf itself, which
+        tests/test_cluster_fronts.py runs (through tests/_nginx.py)."""
+        page = (ROOT / "docs" / "guides" / "cluster.md").read_text(encoding="utf-8")
+        assert '--8<-- "examples/nginx-fronts.conf"' in page
+        assert "nginx-fronts.conf" in (ROOT / "tests" / "_nginx.py").read_text()
+        assert "in_front_of_fronts" in (ROOT / "tests" / "test_cluster_fronts.py").read_text()
+
 
 class TestOperating:
     """docs/guides/operating.md."""

@@ -28,6 +28,7 @@ from ._logs import LOG_FORMATS, LibraryLines, LogFormat, log_handler
 from ._oauth import ASYMMETRIC_ALGORITHMS, TENANT_NAME, OAuthSettings
 from ._ops import leaves
 from ._options import DEFAULT_MODULES, ConfigurationError, ServeOptions
+from ._prefix import check_session_id_prefix
 from ._serve import serve
 
 if TYPE_CHECKING:
@@ -234,6 +235,14 @@ def _token(text: str) -> tuple[str, str | None]:
     return token, tenant or None
 
 
+def _session_id_prefix(text: str) -> str:
+    try:
+        check_session_id_prefix(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _module_list(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     if not names:
@@ -341,6 +350,14 @@ def _add_transport_options(serve: argparse.ArgumentParser, *, cluster: bool) -> 
         default=_DEFAULTS.max_stored_event_bytes,
         help="bytes of SSE events kept, all sessions together, so that a client whose HTTP "
         "stream drops can resume it; the largest holder's oldest go first (default %(default)s)",
+    )
+    group.add_argument(
+        "--session-id-prefix",
+        metavar="PREFIX",
+        type=_session_id_prefix,
+        help="show HTTP session ids as PREFIX.<id>, PREFIX (1-32 letters, digits, '-') naming "
+        "this front, so that a load balancer in front of several routes each session to the "
+        "front that opened it; an id without it gets HTTP 404 (default: the ids as they are)",
     )
     if cluster:
         return
@@ -726,6 +743,7 @@ def _options(args: argparse.Namespace) -> ServeOptions:
         max_sessions_per_token=args.max_sessions_per_token,
         session_idle_timeout=args.session_idle_timeout,
         max_stored_event_bytes=args.max_stored_event_bytes,
+        session_id_prefix=args.session_id_prefix,
         max_in_flight=args.max_in_flight,
         state=args.state,
         max_request_bytes=args.max_request_bytes,

@@ -31,6 +31,7 @@ from starlette.requests import Request
 
 from protocol import Caller
 
+from . import _prefix
 from ._events import RETRY_INTERVAL_MS, BoundedEventStore, SessionScopes
 from ._front import Front
 from ._gate import TENANT_CLAIM, AuthRefusal, Gate, RefusalLog, SessionTable
@@ -244,6 +245,9 @@ def http_app(
     client whose connection drops resumes it with ``Last-Event-ID``, from the
     events its session was sent, ``options.max_stored_event_bytes`` in all.
 
+    With ``options.session_id_prefix``, the session ids clients see name this
+    front (`actors.server._prefix`), for a load balancer in front of several.
+
     `beside` wraps the gated app in routes of its own (the operator's
     ``/healthz``, ``/readyz``, ``/metrics``), which `Front` guards too.
 
@@ -276,6 +280,9 @@ def http_app(
     )
     if auth is not None and auth.oauth is not None:
         gated = auth.oauth.routes(gated, MCP_PATH)
+    if options.session_id_prefix is not None:
+        # Outside the gate: everything in it (session table, lean path, SDK) sees the SDK's ids.
+        gated = _prefix.SessionIdPrefix(gated, options.session_id_prefix, refusals)
     return Front(
         gated if beside is None else beside(gated),
         bind_host=options.http[0],

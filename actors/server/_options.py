@@ -20,6 +20,7 @@ from ..modules import content_store, planning, playbook_store, workspace
 from ..store import check_store_url, default_state_url
 from ._events import DEFAULT_MAX_STORED_EVENT_BYTES
 from ._gate import DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_SESSION_IDLE_TIMEOUT
+from ._prefix import check_session_id_prefix
 from ._stdio import DEFAULT_MAX_IN_FLIGHT
 
 if TYPE_CHECKING:
@@ -133,6 +134,11 @@ class ServeOptions:
     lean_http: bool = True
     """Answer the common 2026-era requests without the SDK's transport (`actors.server._lean`);
     ``False`` sends every HTTP request through the SDK, as before. HTTP only."""
+    session_id_prefix: str | None = None
+    """What the ``Mcp-Session-Id`` of each HTTP session starts with, then a ``.``: 1 to 32
+    letters, digits or ``-`` naming this front, so that a load balancer in front of several
+    sends each 2025-era session's requests to the front that opened it (an nginx ``map``);
+    an id without it is answered 404. ``None``: the SDK's ids as they are. HTTP only."""
     metrics_address: tuple[str, int] | None = None
     """``(host, port)`` of a listener of its own for ``/metrics``, ``/healthz`` and
     ``/readyz``, without tokens; ``None`` serves them on the HTTP listener."""
@@ -170,6 +176,7 @@ class ServeOptions:
             msg = f"--session-idle-timeout must be positive, got {self.session_idle_timeout}"
             raise ConfigurationError(msg)
         self._check_session()
+        self._check_session_id_prefix()
         if self.http is None:
             if (
                 self.tokens
@@ -227,6 +234,18 @@ class ServeOptions:
             extract_context({}, {"sessionId": self.session}, self.runtime.policy)
         except ContextError as exc:
             msg = f"--session: {exc}".replace("context field '_meta.sessionId' ", "")
+            raise ConfigurationError(msg) from None
+
+    def _check_session_id_prefix(self) -> None:
+        if self.session_id_prefix is None:
+            return
+        if self.http is None:
+            msg = "--session-id-prefix applies to --http only: stdio has no session ids"
+            raise ConfigurationError(msg)
+        try:
+            check_session_id_prefix(self.session_id_prefix)
+        except ValueError as exc:
+            msg = f"--session-id-prefix: {exc}"
             raise ConfigurationError(msg) from None
 
     def _check_proxy_options(self) -> None:

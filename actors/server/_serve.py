@@ -305,6 +305,9 @@ async def serve(options: ServeOptions, *, backend: Backend = local_runtime) -> N
                     logger.info("tokens: %s", describe_tokens(options.tokens))
                 if options.oauth is not None:
                     logger.info("oauth: %s", options.oauth.describe())
+                if options.session_id_prefix is not None:
+                    shown = f"{options.session_id_prefix}.<id>"
+                    logger.info("session ids: %s (this front's, for the load balancer)", shown)
                 stdio_session = _stdio_session(options)
                 logger.info("calls that name no session: %s", _session_rule(options, stdio_session))
                 adapter = _adapter(runtime, options, observer, stdio_session)
