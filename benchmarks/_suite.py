@@ -79,6 +79,10 @@ class Sizes:
     """mcp: calls per batch with many callers."""
     mcp_callers: int
     """mcp: concurrent callers with many."""
+    http_seconds: int
+    """mcp: seconds of each wrk run over Streamable HTTP (wrk counts whole seconds)."""
+    http_rounds: int
+    """mcp: interleaved rounds over Streamable HTTP."""
     durable_keys: int
     """durable: keys the call path's writes spread over."""
     durable_callers: int
@@ -158,6 +162,8 @@ TINY: Final = Sizes(
     mcp_light_calls=10,
     mcp_calls=20,
     mcp_callers=5,
+    http_seconds=1,
+    http_rounds=1,
     durable_keys=10,
     durable_callers=10,
     durable_light_calls=50,
@@ -210,6 +216,8 @@ QUICK: Final = Sizes(
     mcp_light_calls=100,
     mcp_calls=300,
     mcp_callers=50,
+    http_seconds=3,
+    http_rounds=3,
     durable_keys=100,
     durable_callers=100,
     durable_light_calls=1_000,
@@ -262,6 +270,8 @@ FULL: Final = Sizes(
     mcp_light_calls=100,
     mcp_calls=2_000,
     mcp_callers=100,
+    http_seconds=5,
+    http_rounds=5,
     durable_keys=100,
     durable_callers=100,
     durable_light_calls=3_000,
