@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from ._suite import Sizes
     from ._wrk import WrkResult
 
-__all__ = ["CONNECTIONS", "CONTENDERS", "ERAS", "FASTMCP", "NEW", "OLD", "run_over_http"]
+__all__ = ["CONNECTIONS", "CONTENDERS", "ERAS", "FASTMCP", "NEW", "OLD", "Load", "run_over_http"]
 
 NAME: Final = "mcp"
 NEW: Final = "serve --http"
@@ -91,7 +91,7 @@ class Load:
 
 
 @final
-@attrs.define(eq=False)
+@attrs.frozen
 class _Contender:
     """A running server and its request in each era it serves."""
 
