@@ -127,10 +127,12 @@ def _wait_for(pattern: str, log: Path, process: subprocess.Popen[bytes], timeout
     raise RuntimeError(msg)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """Stop *process*: SIGTERM, then SIGKILL if it lingers."""
-    if process.poll() is None:
-        process.terminate()
+def _stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Stop *processes*: SIGTERM to all at once, then SIGKILL to any that lingers."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:  # each shuts down gracefully while the others do
         try:
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:
@@ -161,8 +163,7 @@ def start_processes(commands: Sequence[tuple[str, Sequence[str], str]]) -> Itera
                 servers.append(Server(name, process, url))
             yield servers
         finally:
-            for _, process, _, _ in started:
-                _stop(process)
+            _stop([process for _, process, _, _ in started])
 
 
 @contextlib.contextmanager

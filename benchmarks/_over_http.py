@@ -73,7 +73,6 @@ CPU_TARGET: Final = Target("<=", 0.12)  # new / old server CPU per call (issue #
 RATE_TARGET: Final = Target(">=", 5)  # new / FastMCP calls/s at 50 connections (issue #24)
 WRK_HINT: Final = "apt-get install wrk"
 _SERVER_SCRIPT: Final = Path(__file__).with_name("_fastmcp_server.py")
-_WARM_SECONDS: Final = 1
 
 Runs = dict[tuple[str, str, int], list["WrkResult"]]
 """(contender, era, connections) -> one wrk run per round."""
@@ -259,9 +258,10 @@ def _loaded(contender: _Contender, era: str, connections: int, seconds: int) -> 
 
 def _measure(contenders: Sequence[_Contender], sizes: Sizes, progress: Progress) -> Runs:
     """A warm-up run each, then the rounds: connections, eras and servers interleaved."""
-    for contender in contenders:  # imports, caches, the allocator; not measured
-        for era in contender.loads:
-            _loaded(contender, era, max(CONNECTIONS), _WARM_SECONDS)
+    if sizes.http_warm_seconds:  # imports, caches, the allocator; not measured
+        for contender in contenders:
+            for era in contender.loads:
+                _loaded(contender, era, max(CONNECTIONS), sizes.http_warm_seconds)
     runs: Runs = {}
     for number in range(sizes.http_rounds):
         progress(f"{NAME}: HTTP round {number + 1}/{sizes.http_rounds}")

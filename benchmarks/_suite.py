@@ -83,6 +83,8 @@ class Sizes:
     """mcp: seconds of each wrk run over Streamable HTTP (wrk counts whole seconds)."""
     http_rounds: int
     """mcp: interleaved rounds over Streamable HTTP."""
+    http_warm_seconds: int
+    """mcp: seconds of each server's unmeasured wrk run per era before them (0: none)."""
     durable_keys: int
     """durable: keys the call path's writes spread over."""
     durable_callers: int
@@ -164,6 +166,7 @@ TINY: Final = Sizes(
     mcp_callers=5,
     http_seconds=1,
     http_rounds=1,
+    http_warm_seconds=0,
     durable_keys=10,
     durable_callers=10,
     durable_light_calls=50,
@@ -218,6 +221,7 @@ QUICK: Final = Sizes(
     mcp_callers=50,
     http_seconds=3,
     http_rounds=3,
+    http_warm_seconds=1,
     durable_keys=100,
     durable_callers=100,
     durable_light_calls=1_000,
@@ -272,6 +276,7 @@ FULL: Final = Sizes(
     mcp_callers=100,
     http_seconds=5,
     http_rounds=5,
+    http_warm_seconds=1,
     durable_keys=100,
     durable_callers=100,
     durable_light_calls=3_000,
