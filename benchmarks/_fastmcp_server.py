@@ -1,7 +1,8 @@
 """The FastMCP peer: ``python _fastmcp_server.py {memory | file DIR | memory --http PORT}``.
 
-A FastMCP 4 server on stdio (or Streamable HTTP, for the ``mcp`` scenario) with
-the planning-style tools of the ``durable`` scenario,
+A FastMCP 4 server on stdio (or Streamable HTTP, for the ``mcp`` scenario, where
+``--quiet`` after PORT turns off uvicorn's line per request, as ``actors serve
+--log-level warning`` logs none) with the planning-style tools of the ``durable`` scenario,
 its state kept the way FastMCP documents for state across calls: the
 ``SessionProvider`` mints session ids (``create_session``), and each tool
 resolves its ``session_id`` with ``get_session`` and reads and writes the
@@ -66,8 +67,8 @@ def _port(text: str) -> int | None:
 
 def main(argv: list[str]) -> int:
     """Check the arguments and serve on stdio until EOF, or on HTTP until killed."""
-    usage = "usage: _fastmcp_server.py {memory | file DIR | memory --http PORT}"
-    if argv[:2] == ["memory", "--http"] and len(argv) == 3:
+    usage = "usage: _fastmcp_server.py {memory | file DIR | memory --http PORT [--quiet]}"
+    if argv[:2] == ["memory", "--http"] and len(argv) >= 3 and argv[3:] in ([], ["--quiet"]):
         port = _port(argv[2])
         if port is None:
             print(
@@ -76,8 +77,12 @@ def main(argv: list[str]) -> int:
             )
             return 2
         # Streamable HTTP at http://127.0.0.1:PORT/mcp, FastMCP's default path; uvicorn logs
-        # "Uvicorn running on URL" with the port it bound, which is how port 0 is learnt.
-        _server("memory", None).run("http", host="127.0.0.1", port=port, show_banner=False)
+        # "Uvicorn running on URL" with the port it bound, which is how port 0 is learnt (so
+        # --quiet drops the access log alone, not the log level: that line is at INFO).
+        uvicorn_config = {"access_log": argv[3:] != ["--quiet"]}
+        _server("memory", None).run(
+            "http", host="127.0.0.1", port=port, show_banner=False, uvicorn_config=uvicorn_config
+        )
         return 0
     kinds = ("memory", "file")
     if not argv or argv[0] not in kinds or (argv[0] == "file") != (len(argv) == 2):

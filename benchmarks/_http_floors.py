@@ -43,7 +43,18 @@ from benchmarks._wrk import WrkResult, run_wrk
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-__all__ = ["BODY", "EXPECTED", "HEADERS", "Server", "main", "start_design"]
+__all__ = [
+    "ACTORS_SERVE_URL",
+    "BODY",
+    "EXPECTED",
+    "HEADERS",
+    "Server",
+    "actors_serve",
+    "main",
+    "start_design",
+    "start_process",
+    "start_processes",
+]
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 TOOL: Final = "planning__list_goals"
@@ -116,10 +127,12 @@ def _wait_for(pattern: str, log: Path, process: subprocess.Popen[bytes], timeout
     raise RuntimeError(msg)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """Stop *process*: SIGTERM, then SIGKILL if it lingers."""
-    if process.poll() is None:
-        process.terminate()
+def _stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Stop *processes*: SIGTERM to all at once, then SIGKILL to any that lingers."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:  # each shuts down gracefully while the others do
         try:
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:
@@ -128,30 +141,57 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def start_design(name: str, *extra: str) -> Iterator[Server]:
-    """Run design *name* (a name of `_http_floors_servers`, or ``actors-serve``) meanwhile."""
+def start_processes(commands: Sequence[tuple[str, Sequence[str], str]]) -> Iterator[list[Server]]:
+    """Run servers meanwhile, each a (name, argv, pattern); all stopped when the block ends.
+
+    All start at once, then each is waited for: a server prints its *pattern* once it
+    listens, whose group is the URL to POST to, or a port of 127.0.0.1 whose endpoint
+    is ``/mcp``.
+    """
     with tempfile.TemporaryDirectory(prefix="floors-") as scratch:
-        log = Path(scratch) / "output.txt"
-        if name == "actors-serve":
-            command = [
-                *("-m", "actors", "serve", "--http", "127.0.0.1:0", "--state", "memory"),
-                # Warnings only: one log line per call is a cost of its own, not of HTTP.
-                *("--log-level", "warning"),
-            ]
-            pattern = r"listening on (http://\S+)"
-        else:
-            command = ["-m", "benchmarks._http_floors_servers", name]
-            pattern = r"^port (\d+)$"
-        with log.open("wb") as sink:
-            process = subprocess.Popen(
-                [sys.executable, *command, *extra], cwd=ROOT, stdout=sink, stderr=sink
-            )
+        started: list[tuple[str, subprocess.Popen[bytes], Path, str]] = []
         try:
-            found = _wait_for(pattern, log, process, timeout=60)
-            url = found if found.startswith("http") else f"http://127.0.0.1:{found}/mcp"
-            yield Server(name, process, url)
+            for number, (name, argv, pattern) in enumerate(commands):
+                log = Path(scratch) / f"output-{number}.txt"
+                with log.open("wb") as sink:
+                    process = subprocess.Popen(argv, cwd=ROOT, stdout=sink, stderr=sink)
+                started.append((name, process, log, pattern))
+            servers = []
+            for name, process, log, pattern in started:
+                found = _wait_for(pattern, log, process, timeout=60)
+                url = found if found.startswith("http") else f"http://127.0.0.1:{found}/mcp"
+                servers.append(Server(name, process, url))
+            yield servers
         finally:
-            _stop(process)
+            _stop([process for _, process, _, _ in started])
+
+
+@contextlib.contextmanager
+def start_process(name: str, argv: Sequence[str], pattern: str) -> Iterator[Server]:
+    """Run one server meanwhile (see `start_processes`)."""
+    with start_processes([(name, argv, pattern)]) as (server,):
+        yield server
+
+
+def actors_serve(*extra: str) -> list[str]:
+    """The command line of ``python -m actors serve --http`` on a free port, *extra* added."""
+    return [
+        *(sys.executable, "-m", "actors", "serve", "--http", "127.0.0.1:0", "--state", "memory"),
+        # Warnings only: one log line per call is a cost of its own, not of HTTP.
+        *("--log-level", "warning", *extra),
+    ]
+
+
+ACTORS_SERVE_URL: Final = r"listening on (http://\S+)"
+"""What ``actors serve --http`` prints once it listens; its group is the URL."""
+
+
+def start_design(name: str, *extra: str) -> contextlib.AbstractContextManager[Server]:
+    """Run design *name* (a name of `_http_floors_servers`, or ``actors-serve``) meanwhile."""
+    if name == "actors-serve":
+        return start_process(name, actors_serve(*extra), ACTORS_SERVE_URL)
+    command = [sys.executable, "-m", "benchmarks._http_floors_servers", name, *extra]
+    return start_process(name, command, r"^port (\d+)$")
 
 
 def probe(server: Server) -> str:

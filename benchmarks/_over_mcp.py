@@ -46,6 +46,7 @@ from ._measure import (
     ratios,
     throughputs,
 )
+from ._over_http import run_over_http
 from ._report import Figure, ScenarioResult, Target, figure
 
 if TYPE_CHECKING:
@@ -241,6 +242,8 @@ def run_over_mcp(sizes: Sizes, progress: Progress) -> ScenarioResult:
         return ScenarioResult(NAME, notes=(note,))
     results = trio.run(_measure, sizes, progress)
     peer_figures, peer_notes = run_mcp_peer(sizes, progress)
+    # After the peer, which installs FastMCP in the quick and full runs when it is missing.
+    http_figures, http_notes = run_over_http(sizes, progress)
     notes = (
         f"{sizes.mcp_sessions} sessions, each call naming one; one stdio connection per server; "
         "the SDK client and each server in their own process",
@@ -252,5 +255,6 @@ def run_over_mcp(sizes: Sizes, progress: Progress) -> ScenarioResult:
         "caller); it cancels out of the hop. Single rounds scatter widely (spread); only the "
         "median is steady, and a share within a point of the target is within run-to-run noise",
         *peer_notes,
+        *http_notes,
     )
-    return ScenarioResult(NAME, (*_figures(results), *peer_figures), notes)
+    return ScenarioResult(NAME, (*_figures(results), *peer_figures, *http_figures), notes)

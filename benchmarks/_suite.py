@@ -79,6 +79,12 @@ class Sizes:
     """mcp: calls per batch with many callers."""
     mcp_callers: int
     """mcp: concurrent callers with many."""
+    http_seconds: int
+    """mcp: seconds of each wrk run over Streamable HTTP (wrk counts whole seconds)."""
+    http_rounds: int
+    """mcp: interleaved rounds over Streamable HTTP."""
+    http_warm_seconds: int
+    """mcp: seconds of each server's unmeasured wrk run per era before them (0: none)."""
     durable_keys: int
     """durable: keys the call path's writes spread over."""
     durable_callers: int
@@ -162,6 +168,9 @@ TINY: Final = Sizes(
     mcp_light_calls=10,
     mcp_calls=20,
     mcp_callers=5,
+    http_seconds=1,
+    http_rounds=1,
+    http_warm_seconds=0,
     durable_keys=10,
     durable_callers=10,
     durable_light_calls=50,
@@ -216,6 +225,9 @@ QUICK: Final = Sizes(
     mcp_light_calls=100,
     mcp_calls=300,
     mcp_callers=50,
+    http_seconds=3,
+    http_rounds=3,
+    http_warm_seconds=1,
     durable_keys=100,
     durable_callers=100,
     durable_light_calls=1_000,
@@ -270,6 +282,9 @@ FULL: Final = Sizes(
     mcp_light_calls=100,
     mcp_calls=2_000,
     mcp_callers=100,
+    http_seconds=5,
+    http_rounds=5,
+    http_warm_seconds=1,
     durable_keys=100,
     durable_callers=100,
     durable_light_calls=3_000,

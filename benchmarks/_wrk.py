@@ -5,6 +5,9 @@ sets the method, the headers and the body, and checks every response: a status
 other than 200, or a body without the expected text (by default ``"result"``,
 a JSON-RPC result), counts as a *mismatch*. A server that answers errors fast
 must not look fast, so callers treat any mismatch as a failed measurement.
+With ``request_ids``, each request carries a JSON-RPC id of its own, as a
+client's requests must where they share an MCP session (a server routes each
+answer by its id, so concurrent requests with one id would collide).
 
 On a shared machine wall time lies, so the figures that matter are CPU times:
 the server's, read from ``/proc/<pid>/stat`` (utime + stime, all its threads)
@@ -39,9 +42,11 @@ wrk.body = {body}
 {headers}
 local expected = {expected}
 local threads = {{}}
-
+{request}
 function setup(thread)
   table.insert(threads, thread)
+  -- Each thread is a Lua state of its own: its ids start a billion apart.
+  thread:set("next_id", #threads * 1000000000)
 end
 
 function init(args)
@@ -159,14 +164,47 @@ def _lua_string(text: str) -> str:
     return '"' + "".join(chr(b) if b in safe else f"\\{b:03d}" for b in text.encode()) + '"'
 
 
-def _script(body: str, headers: Mapping[str, str], expected: str) -> str:
+_REQUEST_TEMPLATE = """
+local id_prefix, id_suffix = {prefix}, {suffix}
+
+function request()
+  next_id = next_id + 1
+  return wrk.format(nil, nil, nil, id_prefix .. next_id .. id_suffix)
+end
+"""
+_ID_SLOT = "\x00id"
+"""A JSON-RPC id no request has, to find where the id goes in the compact body."""
+
+
+def _id_halves(body: str) -> tuple[str, str]:
+    """JSON-RPC request *body*, compact, cut where its id goes: an id joins the halves."""
+    message = json.loads(body)
+    if not isinstance(message, dict) or "id" not in message:
+        msg = f"request_ids needs a JSON-RPC request with an id, not {body[:100]!r}"
+        raise ValueError(msg)
+    slot = json.dumps(_ID_SLOT)
+    prefix, suffix = json.dumps({**message, "id": _ID_SLOT}, separators=(",", ":")).split(slot)
+    return prefix, suffix
+
+
+def _request(body: str) -> str:
+    """A Lua ``request`` that sends *body* with a JSON-RPC id of its own each time."""
+    prefix, suffix = _id_halves(body)
+    return _REQUEST_TEMPLATE.format(prefix=_lua_string(prefix), suffix=_lua_string(suffix))
+
+
+def _script(body: str, headers: Mapping[str, str], expected: str, *, request_ids: bool) -> str:
     """The Lua script for one run."""
     lines = "\n".join(
         f"wrk.headers[{_lua_string(name)}] = {_lua_string(value)}"
         for name, value in headers.items()
     )
     return _LUA_TEMPLATE.format(
-        body=_lua_string(body), headers=lines, expected=_lua_string(expected), marker=_MARKER
+        body=_lua_string(body),
+        headers=lines,
+        expected=_lua_string(expected),
+        marker=_MARKER,
+        request=_request(body) if request_ids else "",
     )
 
 
@@ -215,17 +253,20 @@ def run_wrk(
     server_pid: int | None = None,
     expected: str = '"result"',
     timeout_seconds: int = 10,
+    request_ids: bool = False,
 ) -> WrkResult:
     """POST *body* to *url* for *seconds* over *connections* keep-alive connections.
 
     Every response must have status 200 and contain *expected*, or it counts as a
     mismatch. With *server_pid*, the server's CPU time over the run is measured too.
-    Raises `WrkMissingError` when wrk is not installed.
+    With *request_ids*, each request gets a JSON-RPC id of its own (*body* must be a
+    JSON-RPC request; its other members are sent as they are). Raises
+    `WrkMissingError` when wrk is not installed.
     """
     wrk = _wrk_path()
     with tempfile.TemporaryDirectory(prefix="wrk-") as scratch:
         script = Path(scratch) / "post.lua"
-        script.write_text(_script(body, headers, expected))
+        script.write_text(_script(body, headers, expected, request_ids=request_ids))
         command = [
             wrk,
             f"--connections={connections}",

@@ -13,6 +13,7 @@ import io
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from benchmarks import _embedding as embedding
 from benchmarks import _fastmcp_peer as fastmcp_peer
 from benchmarks import _mcp_peer as mcp_peer
 from benchmarks import _observer as observer
+from benchmarks import _over_http as over_http
 from benchmarks.__main__ import main
 from benchmarks._baselines import HandlersDirect, bench_module
 from benchmarks._designs import FLOOR
@@ -135,6 +137,39 @@ class TestReportShape:
                     assert mcp[f"peer: {server} client CPU per call, {where}"].value > 0
                 ratio = mcp[f"peer: {mcp_peer.OURS} / {mcp_peer.FASTMCP}, {where}"]
                 assert ratio.target == "≥ 3x"
+
+    @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+    def test_the_mcp_scenario_loads_both_http_paths_with_wrk(self, report: Report) -> None:
+        """New and old serve --http, both eras, 1 and 50 connections: sane figures, judged."""
+        mcp = {f.name: f for f in report.figures if f.scenario == "mcp"}
+        for era in over_http.ERAS:
+            for connections in over_http.CONNECTIONS:
+                where = f"{era}, connections={connections}"
+                for name in (over_http.NEW, over_http.OLD):
+                    for what in ("server CPU per call", "calls/s", "p50", "wrk CPU per call"):
+                        assert mcp[f"HTTP: {name} {what}, {where}"].value > 0
+                    p50, p99 = (mcp[f"HTTP: {name} {q}, {where}"].value for q in ("p50", "p99"))
+                    assert p99 >= p50
+                label = f"HTTP: server CPU per call, {over_http.NEW} / {over_http.OLD}, {where}"
+                assert mcp[label].target == "≤ 0.12x"
+                assert isinstance(mcp[label].meets, bool)
+
+    @pytest.mark.skipif(
+        shutil.which("wrk") is None or not FASTMCP_INSTALLED, reason="no wrk, or no FastMCP"
+    )
+    def test_the_mcp_scenario_loads_fastmcp_over_http_beside_ours(self, report: Report) -> None:
+        """FastMCP's CPU per call and calls/s in both eras; ours over theirs judged at 50."""
+        mcp = {f.name: f for f in report.figures if f.scenario == "mcp"}
+        fastmcp, new = over_http.FASTMCP, over_http.NEW
+        for era in over_http.ERAS:
+            for connections in over_http.CONNECTIONS:
+                where = f"{era}, connections={connections}"
+                for what in ("server CPU per call", "calls/s", "p50", "p99"):
+                    assert mcp[f"HTTP: {fastmcp} {what}, {where}"].value > 0
+                assert mcp[f"HTTP: server CPU per call, {fastmcp} / {new}, {where}"].value > 0
+            rates = mcp[f"HTTP: calls/s, {new} / {fastmcp}, {era}, connections=50"]
+            assert rates.target == "≥ 5x"
+            assert rates.value > 0
 
     def test_without_fastmcp_the_peer_is_skipped_with_a_note(
         self, monkeypatch: pytest.MonkeyPatch
