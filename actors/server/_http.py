@@ -271,7 +271,8 @@ def http_app(
     from `options`; with OAuth, the RFC 9728 metadata document is served in
     front of the gate, to clients without a token.
     """
-    return _http_apps(adapter, options, refusals, beside=beside, auth=auth).app
+    refusals = RefusalLog() if refusals is None else refusals
+    return _http_apps(adapter, options, refusals, beside, auth).app
 
 
 @final
@@ -286,14 +287,13 @@ class _HttpApps:
 def _http_apps(
     adapter: McpAdapter,
     options: ServeOptions,
-    refusals: RefusalLog | None = None,
-    *,
-    beside: Callable[[ASGIApp], ASGIApp] | None = None,
-    auth: BearerAuth | None = None,
+    refusals: RefusalLog,
+    wrap: Callable[[ASGIApp], ASGIApp] | None,
+    auth: BearerAuth | None,
 ) -> _HttpApps:
-    """`http_app`'s app, and the fast handler that answers the lean path's requests first."""
+    """`http_app`'s app (`wrap` is its `beside`), and the fast handler that answers the lean
+    path's requests before it."""
     assert options.http is not None
-    refusals = RefusalLog() if refusals is None else refusals
     sessions = SessionTable(options.max_sessions_per_token, options.session_idle_timeout)
     events = BoundedEventStore(options.max_stored_event_bytes)
     app = adapter.server.streamable_http_app(
@@ -324,7 +324,7 @@ def _http_apps(
         origin_allowed=functools.partial(origin_allowed, extra=frozenset(options.allow_origins)),
         trusted_proxies=options.trusted_proxies,
     )
-    front = Front(gated if beside is None else beside(gated), rules, refusals)
+    front = Front(gated if wrap is None else wrap(gated), rules, refusals)
     return _HttpApps(front, None if gate.lean is None else LeanWire(rules, gate, gate.lean))
 
 
@@ -379,7 +379,7 @@ class LeanWire:
 
 
 def http_bind(host: str, port: int) -> str:
-    """A hypercorn bind string for `host` and `port` (IPv6 in brackets)."""
+    """The ``HOST:PORT`` bind string for `host` and `port` (IPv6 in brackets)."""
     return f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"
 
 
@@ -410,13 +410,10 @@ async def serve_http(
             )
     refusals = RefusalLog()
     auth = authentication(options)
-    apps = _http_apps(
-        adapter,
-        options,
-        refusals,
-        beside=lambda gated: OpsRoutes(gated, readiness, metrics, auth),
-        auth=auth,
+    with_ops: Callable[[ASGIApp], ASGIApp] = lambda gated: OpsRoutes(  # noqa: E731 -- typed
+        gated, readiness, metrics, auth
     )
+    apps = _http_apps(adapter, options, refusals, with_ops, auth)
     limits = WireLimits(max_body_bytes=options.max_request_bytes)
     try:
         announce = f"mcp-actors: listening on {{}}{MCP_PATH}"

@@ -687,7 +687,7 @@ class _Bridge:
         status, headers = self._status, self._headers
         no_body = _no_body(self._request.method, status)
         connection = [value.lower() for name, value in headers if name.lower() == b"connection"]
-        if b"close" in connection:
+        if b"close" in connection or self._connection._server.stopping:
             self._closes = True
         extra: list[tuple[bytes, bytes]] = []
         if not no_body and not _has(headers, b"content-length"):
