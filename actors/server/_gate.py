@@ -29,9 +29,10 @@ once, later ones counted and summarized at most once per interval, so that a
 flood of unauthenticated requests cannot fill the log.
 
 A refusal sent while the client is still uploading its body races with
-hypercorn: when the client hangs up after reading the answer, hypercorn
-closes the connection from its reading task without the lock its sending
-task holds, and the last write of the answer fails with
+hypercorn (``--sdk-http``; `actors.server._wire` has no such race): when
+the client hangs up after reading the answer, hypercorn closes the
+connection from its reading task without the lock its sending task holds,
+and the last write of the answer fails with
 ``trio.BusyResourceError``, which hypercorn logs as an ERROR with a
 traceback. The answer had gone out; the gate takes that error as the client
 having left, never as a failure.

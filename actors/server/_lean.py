@@ -32,6 +32,10 @@ takes only what it answers exactly as the SDK would, byte for byte in the JSON
 it sends (``tests/test_lean_http.py`` checks that request by request, beside
 the SDK), and leaves every refusal to the SDK's own words.
 
+The gate asks it after its own checks; so does the wire's fast handler
+(`actors.server._http.LeanWire`), after the same checks, so that on our own
+server such a request never becomes an ASGI scope.
+
 The answer is one ``application/json`` body. The SDK answers these the same
 way (it switches to a stream only for a handler that sends notifications, or
 after 15 s of silence, to ping through idle proxies); a plain call's silence

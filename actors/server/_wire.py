@@ -556,10 +556,13 @@ class _Connection:
         """Answer `request`; whether the connection may carry another."""
         if not request.whole:
             self._drain = True
-        fast = self._server.fast
-        if fast is not None and request.whole:
-            path = urllib.parse.unquote(request.target.partition(b"?")[0].decode("latin-1"))
-            answer = await fast(request.method, path, request.headers, request.body, self._client)
+        if self._server.fast is not None and request.whole:
+            try:
+                answer = await self._fast(request, self._server.fast)
+            except Exception:
+                logger.exception("http: the fast handler failed on %s", request.method)
+                await self._write(_plain(500, "internal server error"))
+                return False
             if answer is not None:
                 return await self._send_fast(request, answer)
         bridge = _Bridge(self, request)
@@ -568,6 +571,10 @@ class _Connection:
             await bridge.run()
             nursery.cancel_scope.cancel()
         return bridge.keeps_alive
+
+    async def _fast(self, request: _Request, fast: FastHandler) -> FastAnswer | None:
+        path = urllib.parse.unquote(request.target.partition(b"?")[0].decode("latin-1"))
+        return await fast(request.method, path, request.headers, request.body, self._client)
 
     async def _send_fast(self, request: _Request, answer: FastAnswer) -> bool:
         status, headers, body = answer
