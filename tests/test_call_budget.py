@@ -54,7 +54,7 @@ ACTIVATION: Final = 47
 """A first call to a key: the warm call, plus starting its actor and making its state."""
 MCP_CALL: Final = 22
 """A ``tools/call`` through the MCP adapter (the SDK's client in memory), beyond the runtime's."""
-HTTP_CALL: Final = 63
+HTTP_CALL: Final = 60
 """A ``tools/call`` POSTed to the Streamable HTTP app (a 2026-era request), beyond the runtime's."""
 
 CALLS: Final = 50
