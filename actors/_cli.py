@@ -1,7 +1,7 @@
 """The command line: ``python -m actors demo``, ``serve`` and ``cluster``.
 
 ``serve`` lives in `actors.server` and needs the ``server`` extra (the MCP
-SDK and hypercorn), ``cluster`` in `actors.cluster` and the ``cluster`` extra
+SDK, httptools and hypercorn), ``cluster`` in `actors.cluster` and the ``cluster`` extra
 (Ray besides); each is imported only on its path, so ``demo`` and the library
 work without them.
 """
@@ -63,21 +63,21 @@ def _require(command: str, extra: str, packages: Sequence[str]) -> None:
 
 
 def _serve(argv: Sequence[str]) -> int:
-    _require("serve", "server", ("mcp", "hypercorn"))
+    _require("serve", "server", ("mcp", "hypercorn", "httptools"))
     from .server import main as serve_main  # lazily: it needs the extra
 
     return serve_main(argv, prog=f"{command_name()} serve")
 
 
 def _cluster(argv: Sequence[str]) -> int:
-    _require("cluster", "cluster", ("mcp", "hypercorn", "ray", "psycopg"))
+    _require("cluster", "cluster", ("mcp", "hypercorn", "httptools", "ray", "psycopg"))
     from .cluster._cli import main as cluster_main  # lazily: it needs the extra
 
     return cluster_main(argv, prog=f"{command_name()} cluster")
 
 
 def _inspect(argv: Sequence[str]) -> int:
-    _require("inspect", "server", ("mcp", "hypercorn"))
+    _require("inspect", "server", ("mcp", "hypercorn", "httptools"))
     from .server._inspect import main as inspect_main  # lazily: it needs the extra
 
     return inspect_main(argv, prog=f"{command_name()} inspect")

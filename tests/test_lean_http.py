@@ -291,3 +291,17 @@ async def test_the_lean_path_answers_as_the_sdk_does(
         assert answered == [case.lean], case.label
     # The SDK-only app never asked the lean path.
     assert len(answered) == 1
+
+
+async def test_a_request_elsewhere_is_the_sdks_app_to_answer(
+    apps: tuple[httpx2.AsyncClient, httpx2.AsyncClient], answered: list[bool]
+) -> None:
+    """A 2026-era call POSTed to another path: the app's 404 either way, never answered lean."""
+    body = json.dumps(_call("lean__bump", sessionId="s1")).encode()
+    headers = _headers("tools/call", "lean__bump")
+    lean, sdk = apps
+    mine = await lean.post("/elsewhere", content=body, headers=headers)
+    theirs = await sdk.post("/elsewhere", content=body, headers=headers)
+    assert mine.status_code == theirs.status_code == 404
+    assert mine.content == theirs.content
+    assert answered == []

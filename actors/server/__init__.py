@@ -1,6 +1,6 @@
 """The MCP server: serve any tool modules over stdio or Streamable HTTP.
 
-Needs the ``server`` extra (the ``mcp`` SDK and hypercorn); ``import actors``
+Needs the ``server`` extra (the ``mcp`` SDK, httptools and hypercorn); ``import actors``
 never imports it. From Python:
 
 ```python

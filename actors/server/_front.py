@@ -27,6 +27,7 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING, Final, final
 
+import attrs
 from starlette.datastructures import Headers
 
 from ._gate import answer_early, error_response
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
     from ._gate import RefusalLog
 
-__all__ = ["Front"]
+__all__ = ["Front", "FrontRefusal", "FrontRules"]
 
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -64,49 +65,57 @@ def _within(address: str, networks: tuple[_Network, ...]) -> bool:
 
 
 @final
-class Front:
-    """ASGI middleware: the checks of this module's docstring, then `app`."""
+@attrs.frozen
+class FrontRefusal:
+    """Why `FrontRules` refuses a request, and what the answer says."""
+
+    status: int
+    """421 (Host) or 403 (Origin)."""
+    message: str
+    """The JSON-RPC error's message: what is wrong and what the operator can do."""
+    kind: str
+    """How `RefusalLog` counts it."""
+    detail: str
+    """The header as the client sent it, for the log."""
+
+
+@final
+class FrontRules:
+    """The checks of this module's docstring, as plain functions of the headers.
+
+    `Front` applies them to every ASGI request; the wire's fast handler
+    (`actors.server._http`) to the requests it answers without ASGI.
+    """
 
     def __init__(
         self,
-        app: ASGIApp,
         *,
         bind_host: str,
         allow_hosts: Iterable[str],
         origin_allowed: Callable[[str], bool],
         trusted_proxies: Iterable[str],
-        refusals: RefusalLog,
     ) -> None:
-        self._app = app
         self._check_host = is_loopback(bind_host) or bool(tuple(allow_hosts))
         self._loopback_bind = is_loopback(bind_host)
         self._allowed_hosts: Final = frozenset(host.lower() for host in allow_hosts)
         self._origin_allowed = origin_allowed
-        self._proxies = _networks(trusted_proxies)
-        self._refusals = refusals
+        self.proxies: Final = _networks(trusted_proxies)
+        """The operator's proxies, whose forwarded headers are believed."""
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":  # lifespan events go straight through
-            await self._app(scope, receive, send)
-            return
-        if self._proxies:
-            _believe_forwarded(scope, self._proxies)
-        headers = Headers(scope=scope)
+    def refusal(self, headers: Headers) -> FrontRefusal | None:
+        """Why a request with `headers` is refused (Host, then Origin); None: it is not."""
         host = headers.get("host", "")
         if self._check_host and not self._host_allowed(host.lower()):
-            self._refusals.refused("a request for a Host this server does not serve", host, scope)
-            await answer_early(error_response(421, self._wrong_host(host)), scope, receive, send)
-            return
+            kind = "a request for a Host this server does not serve"
+            return FrontRefusal(421, self._wrong_host(host), kind, host)
         origin = headers.get("origin")
         if origin is not None and not self._origin_allowed(origin):
-            self._refusals.refused("a request from a foreign origin", origin, scope)
             message = (
                 f"origin {_shown(origin)} is not allowed; loopback origins are, "
                 "and the operator can allow others with --allow-origin"
             )
-            await answer_early(error_response(403, message), scope, receive, send)
-            return
-        await self._app(scope, receive, send)
+            return FrontRefusal(403, message, "a request from a foreign origin", origin)
+        return None
 
     def _host_allowed(self, host: str) -> bool:
         if host in self._allowed_hosts or _host_part(host) in self._allowed_hosts:
@@ -122,6 +131,30 @@ class Front:
             "(protection against DNS rebinding); if a reverse proxy in front of it passes this "
             f"name on, the operator adds --allow-host {_shown(_host_part(host.lower()))}"
         )
+
+
+@final
+class Front:
+    """ASGI middleware: the checks of `FrontRules` (this module's docstring), then `app`."""
+
+    def __init__(self, app: ASGIApp, rules: FrontRules, refusals: RefusalLog) -> None:
+        self._app = app
+        self._rules = rules
+        self._refusals = refusals
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan events go straight through
+            await self._app(scope, receive, send)
+            return
+        if self._rules.proxies:
+            _believe_forwarded(scope, self._rules.proxies)
+        refusal = self._rules.refusal(Headers(scope=scope))
+        if refusal is not None:
+            self._refusals.refused(refusal.kind, refusal.detail, scope)
+            answer = error_response(refusal.status, refusal.message)
+            await answer_early(answer, scope, receive, send)
+            return
+        await self._app(scope, receive, send)
 
 
 _SHOWN_CHARACTERS: Final = 100

@@ -29,9 +29,10 @@ once, later ones counted and summarized at most once per interval, so that a
 flood of unauthenticated requests cannot fill the log.
 
 A refusal sent while the client is still uploading its body races with
-hypercorn: when the client hangs up after reading the answer, hypercorn
-closes the connection from its reading task without the lock its sending
-task holds, and the last write of the answer fails with
+hypercorn (``--sdk-http``; `actors.server._wire` has no such race): when
+the client hangs up after reading the answer, hypercorn closes the
+connection from its reading task without the lock its sending task holds,
+and the last write of the answer fails with
 ``trio.BusyResourceError``, which hypercorn logs as an ERROR with a
 traceback. The answer had gone out; the gate takes that error as the client
 having left, never as a failure.
@@ -77,8 +78,10 @@ __all__ = [
     "AuthRefusal",
     "Authenticator",
     "Gate",
+    "HeaderRefusal",
     "RefusalLog",
     "SessionTable",
+    "access_token_of",
     "client_address",
 ]
 
@@ -124,6 +127,12 @@ def reply_response(
         media_type="application/json",
         headers=headers,
     )
+
+
+def access_token_of(scope: Scope) -> AccessToken | None:
+    """The bearer token the gate accepted for the request `scope`; None without one."""
+    user = scope.get("user")
+    return user.access_token if isinstance(user, AuthenticatedUser) else None
 
 
 def client_address(scope: Scope) -> str:
@@ -325,6 +334,19 @@ class AuthRefusal:
     """What the log adds to the kind (never the token)."""
 
 
+@final
+@attrs.frozen
+class HeaderRefusal:
+    """A request the gate refuses from its headers alone: the answer, and its log entry."""
+
+    response: Response
+    """The answer: a JSON-RPC error, with its status and headers."""
+    kind: str
+    """How `RefusalLog` counts it."""
+    detail: str = ""
+    """What the log adds to the kind."""
+
+
 class Authenticator(Protocol):
     """What checks the bearer token of each request the gate lets through."""
 
@@ -479,8 +501,8 @@ class Gate:
         if isinstance(value, list):
             await self._batch(scope, value, receive, send)
             return
-        if self._lean is not None:
-            answer = await self._lean.answer(scope, headers, value)
+        if self._lean is not None and scope["path"] == self._lean.path:
+            answer = await self._lean.answer(headers, value, access_token_of(scope))
             if answer is not None:
                 await answer(scope, receive, send)
                 return
@@ -638,22 +660,41 @@ class Gate:
         return replies
 
     async def _check_headers(self, scope: Scope) -> Response | None:
-        """A refusal decided from the headers alone: token, declared size (`Front` did Origin)."""
-        headers = Headers(scope=scope)
-        if self._auth is not None:
-            verdict = await self._auth.authenticate(headers.get("authorization"))
-            if isinstance(verdict, AuthRefusal):
-                self._refusals.refused(verdict.kind, verdict.detail, scope)
-                answer = dict(verdict.headers)
-                return error_response(verdict.status, verdict.message, headers=answer)
+        """A refusal decided from the headers alone (`admit`), logged; else None."""
+        verdict = await self.admit(Headers(scope=scope))
+        if isinstance(verdict, HeaderRefusal):
+            self._refusals.refused(verdict.kind, verdict.detail, scope)
+            return verdict.response
+        if verdict is not None:
             # What the SDK reads: AuthContextMiddleware, and the session's owner.
             scope["auth"] = AuthCredentials(verdict.scopes)
             scope["user"] = AuthenticatedUser(verdict)
+        return None
+
+    async def admit(self, headers: Headers) -> AccessToken | HeaderRefusal | None:
+        """What the headers alone decide: the token and the declared size (`Front` did Origin).
+
+        The request's `AccessToken`, or None when this server takes no tokens;
+        or the refusal, which the caller logs. The wire's fast handler calls
+        it too (`actors.server._http`).
+        """
+        token = None
+        if self._auth is not None:
+            verdict = await self._auth.authenticate(headers.get("authorization"))
+            if isinstance(verdict, AuthRefusal):
+                answer = dict(verdict.headers)
+                response = error_response(verdict.status, verdict.message, headers=answer)
+                return HeaderRefusal(response, verdict.kind, verdict.detail)
+            token = verdict
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self._max_body:
-            self._refusals.refused("an oversized body", scope=scope)
-            return self._too_large(length)
-        return None
+            return HeaderRefusal(self._too_large(length), "an oversized body")
+        return token
+
+    @property
+    def lean(self) -> LeanPath | None:
+        """The lean path this gate answers the common 2026-era requests with, if any."""
+        return self._lean
 
     def _too_large(self, length: str | None = None) -> Response:
         size = "larger" if length is None else f"{length} bytes"
@@ -676,8 +717,8 @@ class Gate:
 
 def _principal(scope: Scope) -> str:
     """Whose sessions a request counts against: its token's label, or every anonymous client."""
-    user = scope.get("user")
-    return user.access_token.client_id if isinstance(user, AuthenticatedUser) else ANONYMOUS
+    token = access_token_of(scope)
+    return ANONYMOUS if token is None else token.client_id
 
 
 def _may_open_a_session(scope: Scope) -> bool:

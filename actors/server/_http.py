@@ -1,4 +1,4 @@
-"""The Streamable HTTP half of ``serve``: tokens, callers, Origin rules, the ASGI app, hypercorn.
+"""The Streamable HTTP half of ``serve``: tokens, callers, Origin rules, the ASGI app, the wire.
 
 `http_app` builds the ASGI app: the SDK's Streamable HTTP app at `MCP_PATH`
 behind the gate of `actors.server._gate` (Origin 403, bearer token 401, body
@@ -21,25 +21,38 @@ import logging
 import urllib.parse
 from typing import TYPE_CHECKING, Any, Final, final
 
+import attrs
+import pydantic_core
 import trio
 from mcp import types
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
 from starlette.requests import Request
 
 from protocol import Caller
 
 from . import _prefix
 from ._events import RETRY_INTERVAL_MS, BoundedEventStore, SessionScopes
-from ._front import Front
-from ._gate import TENANT_CLAIM, AuthRefusal, Gate, RefusalLog, SessionTable
+from ._front import Front, FrontRules
+from ._gate import (
+    TENANT_CLAIM,
+    AuthRefusal,
+    Gate,
+    HeaderRefusal,
+    RefusalLog,
+    SessionTable,
+    access_token_of,
+)
 from ._lean import LeanPath
 from ._mcp import McpAdapter, connection_of
 from ._oauth import OAuthResource
 from ._ops import OpsRoutes, serve_asgi
 from ._options import LOOPBACK_NAMES, is_loopback
+from ._wire import WireLimits
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -52,6 +65,7 @@ if TYPE_CHECKING:
     from ._mcp import CallTarget
     from ._ops import Readiness
     from ._options import ServeOptions
+    from ._wire import FastAnswer, RawHeaders
 
 __all__ = [
     "MCP_PATH",
@@ -64,6 +78,7 @@ __all__ = [
     "identify_http_caller",
     "origin_allowed",
     "serve_http",
+    "token_caller",
 ]
 
 logger = logging.getLogger("actors.serve")
@@ -171,9 +186,14 @@ def identify_http_caller(
 
 def caller_of(scope: Scope, session: str | None, *, token_required: bool = False) -> Caller:
     """The caller of the HTTP request `scope`, in `session`: as `identify_http_caller` tells."""
-    user = scope.get("user")
-    if isinstance(user, AuthenticatedUser):
-        token = user.access_token
+    return token_caller(access_token_of(scope), session, token_required=token_required)
+
+
+def token_caller(
+    token: AccessToken | None, session: str | None, *, token_required: bool = False
+) -> Caller:
+    """The caller of a request the gate accepted with `token` (None: without one), in `session`."""
+    if token is not None:
         tenant = (token.claims or {}).get(TENANT_CLAIM)
         return Caller(token.client_id, tenant if isinstance(tenant, str) else None, session)
     if token_required:
@@ -255,8 +275,29 @@ def http_app(
     from `options`; with OAuth, the RFC 9728 metadata document is served in
     front of the gate, to clients without a token.
     """
-    assert options.http is not None
     refusals = RefusalLog() if refusals is None else refusals
+    return _http_apps(adapter, options, refusals, beside, auth).app
+
+
+@final
+@attrs.frozen
+class _HttpApps:
+    """What the MCP listener serves: the ASGI app, and the wire's fast handler if any."""
+
+    app: ASGIApp
+    fast: LeanWire | None
+
+
+def _http_apps(
+    adapter: McpAdapter,
+    options: ServeOptions,
+    refusals: RefusalLog,
+    wrap: Callable[[ASGIApp], ASGIApp] | None,
+    auth: BearerAuth | None,
+) -> _HttpApps:
+    """`http_app`'s app (`wrap` is its `beside`), and the fast handler that answers the lean
+    path's requests before it."""
+    assert options.http is not None
     sessions = SessionTable(options.max_sessions_per_token, options.session_idle_timeout)
     events = BoundedEventStore(options.max_stored_event_bytes)
     app = adapter.server.streamable_http_app(
@@ -269,32 +310,84 @@ def http_app(
         host=options.http[0],
     )
     auth = authentication(options) if auth is None else auth
-    identify = functools.partial(caller_of, session=None, token_required=options.authenticates)
-    gated: ASGIApp = Gate(
+    identify = functools.partial(token_caller, session=None, token_required=options.authenticates)
+    gate = Gate(
         SessionScopes(app, events),
         auth=auth,
         max_body=options.max_request_bytes,
         sessions=sessions,
         refusals=refusals,
-        lean=LeanPath(adapter, identify) if options.lean_http else None,
+        lean=LeanPath(adapter, identify, MCP_PATH) if options.lean_http else None,
     )
+    gated: ASGIApp = gate
     if auth is not None and auth.oauth is not None:
         gated = auth.oauth.routes(gated, MCP_PATH)
     if options.session_id_prefix is not None:
         # Outside the gate: everything in it (session table, lean path, SDK) sees the SDK's ids.
+        # The wire's fast handler takes 2026-era requests only, whose session header nothing reads.
         gated = _prefix.SessionIdPrefix(gated, options.session_id_prefix, refusals)
-    return Front(
-        gated if beside is None else beside(gated),
+    rules = FrontRules(
         bind_host=options.http[0],
         allow_hosts=options.allow_hosts,
         origin_allowed=functools.partial(origin_allowed, extra=frozenset(options.allow_origins)),
         trusted_proxies=options.trusted_proxies,
-        refusals=refusals,
     )
+    front = Front(gated if wrap is None else wrap(gated), rules, refusals)
+    return _HttpApps(front, None if gate.lean is None else LeanWire(rules, gate, gate.lean))
+
+
+@final
+class LeanWire:
+    """The wire's fast handler: the lean path's requests, answered without ASGI.
+
+    A POST to `MCP_PATH` goes through the checks `Front` and the `Gate` make
+    (``Host``, ``Origin``, bearer token, ``Content-Type``, the body as JSON),
+    the very functions they call, then to the lean path. Whatever one of them
+    would refuse, or the lean path leaves to the SDK, is handed on (None) to
+    the ASGI app, which checks it again, answers it, and logs the refusal:
+    so a refusal's words and its log line have one source, at the cost of
+    checking a refused request twice.
+    """
+
+    def __init__(self, rules: FrontRules, gate: Gate, lean: LeanPath) -> None:
+        self._rules = rules
+        self._gate = gate
+        self._lean = lean
+
+    async def __call__(
+        self,
+        method: str,
+        path: str,
+        raw: RawHeaders,
+        body: bytes,
+        client: tuple[str, int] | None,
+    ) -> FastAnswer | None:
+        """The answer to the request, or None: the app's to answer."""
+        del client  # the checks here need no address; the refusals' log lines are the app's
+        if method != "POST" or path != MCP_PATH:
+            return None
+        headers = Headers(raw=raw)
+        if headers.get(MCP_PROTOCOL_VERSION_HEADER) not in MODERN_PROTOCOL_VERSIONS:
+            return None  # what the lean path checks first: the SDK's to answer
+        if self._rules.refusal(headers) is not None:
+            return None
+        if not headers.get("content-type", "").startswith("application/json"):
+            return None
+        token = await self._gate.admit(headers)
+        if isinstance(token, HeaderRefusal):
+            return None
+        try:
+            message = pydantic_core.from_json(body)
+        except ValueError:
+            return None
+        answer = await self._lean.answer(headers, message, token)
+        if answer is None:
+            return None
+        return answer.status_code, answer.raw_headers, bytes(answer.body)
 
 
 def http_bind(host: str, port: int) -> str:
-    """A hypercorn bind string for `host` and `port` (IPv6 in brackets)."""
+    """The ``HOST:PORT`` bind string for `host` and `port` (IPv6 in brackets)."""
     return f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"
 
 
@@ -305,7 +398,8 @@ async def serve_http(
     readiness: Readiness,
     metrics: PrometheusMetrics | None = None,
 ) -> None:
-    """Serve Streamable HTTP with hypercorn until `stop`; print where it listens.
+    """Serve Streamable HTTP until `stop` (`actors.server._wire`, the lean path's requests
+    answered first; hypercorn with ``--sdk-http``); print where it listens.
 
     ``/healthz`` and ``/readyz`` (`readiness`) are served beside `MCP_PATH`,
     and ``/metrics`` when `metrics` is given, behind the MCP tokens. With
@@ -324,13 +418,11 @@ async def serve_http(
             )
     refusals = RefusalLog()
     auth = authentication(options)
-    app = http_app(
-        adapter,
-        options,
-        refusals,
-        beside=lambda gated: OpsRoutes(gated, readiness, metrics, auth),
-        auth=auth,
+    with_ops: Callable[[ASGIApp], ASGIApp] = lambda gated: OpsRoutes(  # noqa: E731 -- typed
+        gated, readiness, metrics, auth
     )
+    apps = _http_apps(adapter, options, refusals, with_ops, auth)
+    limits = WireLimits(max_body_bytes=options.max_request_bytes)
     try:
         announce = f"mcp-actors: listening on {{}}{MCP_PATH}"
         bind = http_bind(host, port)
@@ -338,7 +430,17 @@ async def serve_http(
             if auth is not None and auth.oauth is not None:
                 # In the background: an issuer that is down must not hold the listener up.
                 nursery.start_soon(auth.oauth.prefetch)
-            await serve_asgi(app, bind, stop, announce, grace=_HTTP_CLOSE_GRACE, flag="--http")
+            await serve_asgi(
+                apps.app,
+                bind,
+                stop,
+                announce,
+                grace=_HTTP_CLOSE_GRACE,
+                flag="--http",
+                limits=limits,
+                fast=apps.fast,
+                hypercorn=not options.lean_http,
+            )
             nursery.cancel_scope.cancel()
     finally:
         refusals.flush()

@@ -32,6 +32,10 @@ takes only what it answers exactly as the SDK would, byte for byte in the JSON
 it sends (``tests/test_lean_http.py`` checks that request by request, beside
 the SDK), and leaves every refusal to the SDK's own words.
 
+The gate asks it after its own checks; so does the wire's fast handler
+(`actors.server._http.LeanWire`), after the same checks, so that on our own
+server such a request never becomes an ASGI scope.
+
 The answer is one ``application/json`` body. The SDK answers these the same
 way (it switches to a stream only for a handler that sends notifications, or
 after 15 s of silence, to ping through idle proxies); a plain call's silence
@@ -64,8 +68,8 @@ from starlette.responses import Response
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from mcp.server.auth.provider import AccessToken
     from starlette.datastructures import Headers
-    from starlette.types import Scope
 
     from protocol import Caller
 
@@ -90,10 +94,19 @@ class LeanPath:
     """Answers the 2026-era requests described in this module's docstring.
 
     `identify` tells who sent a request (its token's label and tenant) from
-    its ASGI scope, as the SDK path's caller identification does.
+    the bearer token the gate accepted (None: the server takes no tokens), as
+    the SDK path's caller identification does. `path` is where the SDK serves
+    MCP: a request elsewhere is the SDK's app's to answer (404).
     """
 
-    def __init__(self, adapter: McpAdapter, identify: Callable[[Scope], Caller]) -> None:
+    def __init__(
+        self,
+        adapter: McpAdapter,
+        identify: Callable[[AccessToken | None], Caller],
+        path: str,
+    ) -> None:
+        self.path: Final = path
+        """The only path whose requests the lean path answers."""
         self._adapter = adapter
         self._identify = identify
         # Identity is fixed at construction; the answers are serialized at once, never mutated.
@@ -101,22 +114,26 @@ class LeanPath:
         self._fixed: dict[str, dict[str, Any]] = {}
         self._param_headers_declared: dict[str, bool] = {}
 
-    async def answer(self, scope: Scope, headers: Headers, message: Any) -> Response | None:
-        """The response to `message` (the parsed body of a POST), or None: the SDK's to answer."""
+    async def answer(
+        self, headers: Headers, message: Any, token: AccessToken | None
+    ) -> Response | None:
+        """The response to `message` (the parsed body of a POST with `headers`, sent with
+        `token`), or None: the SDK's to answer."""
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if version not in MODERN_PROTOCOL_VERSIONS or not _plain_request(message):
             return None
         method: str = message["method"]
         params: dict[str, Any] = message.get("params", {})
-        if method not in LEAN_METHODS or not self._passes_sdk_checks(scope, headers, message):
+        if method not in LEAN_METHODS or not self._passes_sdk_checks(headers, message):
             return None
         if method == "tools/call":
-            return await self._call(scope, headers, message["id"], params, version)
+            return await self._call(token, headers, message["id"], params, version)
         return _ok(message["id"], self._tool_list(method, version))
 
-    def _passes_sdk_checks(self, scope: Scope, headers: Headers, message: dict[str, Any]) -> bool:
+    def _passes_sdk_checks(self, headers: Headers, message: dict[str, Any]) -> bool:
         """Whether the SDK would serve `message`: its own checks, in its order."""
-        has_json, has_sse = check_accept_headers(Request(scope))
+        # The SDK's function reads a Request's headers only: these, as a minimal scope.
+        has_json, has_sse = check_accept_headers(Request({"type": "http", "headers": headers.raw}))
         if not (has_json and has_sse):
             return False
         if find_duplicated_routing_header(headers.items()) is not None:
@@ -134,7 +151,7 @@ class LeanPath:
 
     async def _call(
         self,
-        scope: Scope,
+        token: AccessToken | None,
         headers: Headers,
         request_id: str | int,
         params: dict[str, Any],
@@ -150,7 +167,7 @@ class LeanPath:
             return None
         try:
             result = await self._adapter.call_plainly(
-                name, params.get("arguments"), params.get("_meta"), self._identify(scope)
+                name, params.get("arguments"), params.get("_meta"), self._identify(token)
             )
         except MCPError as error:
             return _error(request_id, error)
@@ -164,8 +181,9 @@ class LeanPath:
 
         The SDK then checks them against the arguments; the lean path leaves that to it.
         """
-        if any(key.startswith(_PARAM_HEADER) for key in headers):
-            return True
+        for key in headers:  # a loop, not any(): a generator costs a call per header
+            if key.startswith(_PARAM_HEADER):
+                return True
         declared = self._param_headers_declared.get(name)
         if declared is None:
             schema = self._adapter.input_schema(name)

@@ -43,6 +43,7 @@ from protocol import ActorKey, ToolContext
 
 from ..store import StoreError
 from ._gate import TENANT_CLAIM
+from ._wire import WireLimits, serve_wire
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 
     from ..store import StateStore
     from ..telemetry import PrometheusMetrics
+    from ._wire import FastHandler
 
 __all__ = [
     "HEALTH_PATH",
@@ -265,26 +267,32 @@ async def serve_asgi(
     *,
     grace: float,
     flag: str,
+    limits: WireLimits | None = None,
+    fast: FastHandler | None = None,
+    hypercorn: bool = False,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve the ASGI `app` with hypercorn on `bind` (``HOST:PORT``) until `stop`.
+    """Serve the ASGI `app` on `bind` (``HOST:PORT``) until `stop`.
 
-    Once it listens, prints `announce` with each address bound in place of
-    ``{}`` (not a log record: tests and scripts parse it, whatever the log
-    level). Open connections get `grace` seconds once `stop` is set. An
-    address that cannot be bound is an OSError naming it and `flag`, the
+    It is served by `actors.server._wire` within `limits` (the defaults of
+    `WireLimits` when None), `fast` tried before the app; with `hypercorn`,
+    by hypercorn as before (``--sdk-http``), and `limits` and `fast` are not
+    used. Once it listens, prints `announce` with each address bound in
+    place of ``{}`` (not a log record: tests and scripts parse it, whatever
+    the log level). Open connections get `grace` seconds once `stop` is set.
+    An address that cannot be bound is an OSError naming it and `flag`, the
     option that gave it.
     """
-    config = hypercorn.config.Config()
-    config.bind = [bind]
-    config.errorlog = logging.getLogger("hypercorn.error")
-    config.graceful_timeout = grace
-    async with trio.open_nursery() as nursery:
-        # Starlette's and hypercorn's ASGI type hints describe the same protocol differently.
-        framework = cast("ASGIFramework", app)
+    if hypercorn:
+        serve = functools.partial(_serve_hypercorn, app, bind, stop, grace)
+    else:
+        # Starlette's ASGI type hints are the ones the wire takes.
+        asgi = cast("ASGIApp", app)
+        limits = WireLimits() if limits is None else limits
         serve = functools.partial(
-            hypercorn.trio.serve, framework, config, shutdown_trigger=stop.wait
+            serve_wire, asgi, bind, stop, grace=grace, limits=limits, fast=fast
         )
+    async with trio.open_nursery() as nursery:
         try:
             binds: list[str] = await nursery.start(serve)
         except* OSError as failed:
@@ -293,3 +301,23 @@ async def serve_asgi(
         for where in binds:
             print(announce.format(where), file=sys.stderr, flush=True)
         task_status.started()
+
+
+async def _serve_hypercorn(
+    app: object,
+    bind: str,
+    stop: trio.Event,
+    grace: float,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """`serve_asgi` with hypercorn: started with the URLs it bound."""
+    config = hypercorn.config.Config()
+    config.bind = [bind]
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.graceful_timeout = grace
+    # Starlette's and hypercorn's ASGI type hints describe the same protocol differently.
+    framework = cast("ASGIFramework", app)
+    await hypercorn.trio.serve(
+        framework, config, shutdown_trigger=stop.wait, task_status=task_status
+    )

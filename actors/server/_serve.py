@@ -8,7 +8,8 @@ Transports
   errors for lines the SDK cannot parse, a bound on requests read ahead of
   their replies, no worker threads).
 * **Streamable HTTP** (``--http HOST:PORT``): the SDK's Starlette app, served
-  by hypercorn on trio, behind the ASGI gate of `actors.server._gate`: ``Origin``
+  by our own HTTP/1.1 server on trio (`actors.server._wire`; hypercorn with
+  ``--sdk-http``), behind the ASGI gate of `actors.server._gate`: ``Origin``
   (403), bearer token (401), body size (413), malformed JSON-RPC answered
   with its id, and a cap on open sessions per token (429). On a loopback
   bind the SDK also checks the ``Host`` header (DNS rebinding).
@@ -262,7 +263,10 @@ async def _serve_transport(
             routes = OpsRoutes(None, readiness, metrics, tokens=None)
             host, port = options.metrics_address
             announce = "mcp-actors: operator endpoints on {}"
-            serve = functools.partial(serve_asgi, grace=1.0, flag="--metrics HOST:PORT")
+            # On the wire too: one HTTP server to harden; hypercorn's only with --sdk-http.
+            serve = functools.partial(
+                serve_asgi, grace=1.0, flag="--metrics HOST:PORT", hypercorn=not options.lean_http
+            )
             await nursery.start(serve, routes, http_bind(host, port), stop, announce)
         if options.http is None:
             await serve_stdio(

@@ -1,0 +1,551 @@
+"""Our HTTP/1.1 server (`actors.server._wire`) on real sockets: framing, limits, timeouts, stop.
+
+A small ASGI app stands in for the real one; responses are read with
+httptools' response parser, so the framing is checked by a parser that is not
+the server's own code. Timeouts are set short here and waited for as
+conditions with generous deadlines (the machine may be loaded).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import httptools
+import httpx2
+import pytest
+import trio
+
+from actors._runtime import open_runtime
+from actors.server import ServeOptions
+from actors.server._gate import RefusalLog
+from actors.server._http import _http_apps, http_adapter
+from actors.server._options import build_modules
+from actors.server._wire import WireLimits, serve_wire
+from benchmarks._http_floors import BODY, HEADERS
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from starlette.types import Message, Receive, Scope, Send
+
+DEADLINE: Final = 10.0
+"""Seconds any awaited condition may take on a loaded machine."""
+SHORT: Final = WireLimits(
+    max_body_bytes=100,
+    max_header_bytes=1024,
+    request_timeout=0.5,
+    keep_alive_timeout=0.3,
+    max_connections=3,
+)
+
+
+@attrs.define
+class Toy:
+    """The app: echoes requests, streams, waits, fails; records what it saw."""
+
+    scopes: list[dict[str, Any]] = attrs.field(factory=list)
+    received: list[Message] = attrs.field(factory=list)
+    disconnected: trio.Event = attrs.field(factory=trio.Event)
+    in_flight: trio.Event = attrs.field(factory=trio.Event)
+    release: trio.Event = attrs.field(factory=trio.Event)
+    cancelled: trio.Event = attrs.field(factory=trio.Event)
+    shut_down: trio.Event = attrs.field(factory=trio.Event)
+    errors: list[BaseException] = attrs.field(factory=list)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(scope, receive, send)
+            return
+        self.scopes.append(dict(scope))
+        route = getattr(self, "_" + scope["path"].strip("/"), self._echo)
+        await route(receive, send)
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                scope["state"]["flag"] = "set at startup"
+                await send({"type": "lifespan.startup.complete"})
+            else:
+                self.shut_down.set()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _echo(self, receive: Receive, send: Send) -> None:
+        message = await receive()
+        self.received.append(message)
+        status = 413 if message.get("more_body") else 200
+        body = json.dumps({"body": message["body"].decode(), "more": message["more_body"]})
+        await _respond(send, status, body.encode())
+
+    async def _stream(self, receive: Receive, send: Send) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"first", "more_body": True})
+        try:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self.disconnected.set()
+            # What an SSE writer may do before it notices: the server must not raise.
+            await send({"type": "http.response.body", "body": b"late", "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except trio.Cancelled:
+            self.cancelled.set()
+            raise
+        except Exception as error:  # recorded: the test fails on it
+            self.errors.append(error)
+
+    async def _wait(self, receive: Receive, send: Send) -> None:
+        await receive()
+        self.in_flight.set()
+        await self.release.wait()
+        await _respond(send, 200, b"done")
+
+    async def _fail(self, receive: Receive, send: Send) -> None:
+        msg = "the app fails"
+        raise RuntimeError(msg)
+
+
+async def _respond(send: Send, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": []})
+    await send({"type": "http.response.body", "body": body})
+
+
+@attrs.define
+class Response:
+    """One response as the client parsed it."""
+
+    status: int
+    headers: dict[bytes, bytes]
+    body: bytes
+
+
+@attrs.define(eq=False)
+class Client:
+    """A raw connection: bytes out, responses parsed by httptools' response parser."""
+
+    stream: trio.SocketStream
+    done: list[Response] = attrs.field(factory=list)
+    _headers: dict[bytes, bytes] = attrs.field(factory=dict)
+    _body: bytearray = attrs.field(factory=bytearray)
+    _parser: Any = None
+
+    def __attrs_post_init__(self) -> None:
+        self._parser = httptools.HttpResponseParser(self)
+
+    def on_message_begin(self) -> None:
+        self._headers, self._body = {}, bytearray()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers[name.lower()] = value
+
+    def on_body(self, body: bytes) -> None:
+        self._body += body
+
+    def on_message_complete(self) -> None:
+        status = self._parser.get_status_code()
+        self.done.append(Response(status, self._headers, bytes(self._body)))
+
+    async def send(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def responses(self, count: int) -> list[Response]:
+        """The first `count` responses, once they are in."""
+        with trio.fail_after(DEADLINE):
+            while len(self.done) < count:
+                data = await self.stream.receive_some()
+                assert data, f"closed after {len(self.done)} of {count} responses"
+                self._parser.feed_data(data)
+        return self.done[:count]
+
+    async def closed(self) -> bool:
+        """Whether the server closes the connection (reading, within the deadline)."""
+        with trio.fail_after(DEADLINE):
+            try:
+                while data := await self.stream.receive_some():
+                    self._parser.feed_data(data)
+            except trio.BrokenResourceError:
+                pass  # a reset is a close too
+        return True
+
+
+@attrs.define(eq=False)
+class Served:
+    """A running wire server and how to reach it."""
+
+    port: int
+    stop: trio.Event
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[Client]:
+        """A raw client connection, closed when the block ends."""
+        stream = await trio.open_tcp_stream("127.0.0.1", self.port)
+        async with stream:
+            yield Client(stream)
+
+    async def get(self, path: str, extra: bytes = b"") -> Response:
+        """One GET on a connection of its own."""
+        async with self.connect() as client:
+            await client.send(b"GET %b HTTP/1.1\r\nHost: t\r\n%b\r\n" % (path.encode(), extra))
+            return (await client.responses(1))[0]
+
+
+@asynccontextmanager
+async def serving(
+    app: Any, limits: WireLimits = SHORT, grace: float = 30.0, fast: Any = None
+) -> AsyncIterator[Served]:
+    """`app` served on an ephemeral port of 127.0.0.1 for the block, then stopped."""
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        serve = functools.partial(
+            serve_wire, app, "127.0.0.1:0", stop, grace=grace, limits=limits, fast=fast
+        )
+        urls: list[str] = await nursery.start(serve)
+        served = Served(int(urls[0].rsplit(":", 1)[1]), stop)
+        try:
+            yield served
+        finally:
+            stop.set()
+
+
+def post(path: bytes, body: bytes, extra: bytes = b"") -> bytes:
+    """A POST with a Content-Length."""
+    return b"POST %b HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n%b\r\n%b" % (
+        path,
+        len(body),
+        extra,
+        body,
+    )
+
+
+class TestFraming:
+    async def test_keep_alive_serves_several_requests_on_one_connection(self) -> None:
+        """HTTP/1.1 keeps the connection; each response has a Content-Length."""
+        async with serving(Toy()) as served, served.connect() as client:
+            await client.send(post(b"/", b"one"))
+            await client.responses(1)
+            await client.send(post(b"/", b"two"))
+            first, second = await client.responses(2)
+        assert json.loads(first.body)["body"] == "one"
+        assert json.loads(second.body)["body"] == "two"
+        assert second.headers[b"content-length"] == b"%d" % len(second.body)
+
+    async def test_pipelined_requests_are_answered_in_order(self) -> None:
+        """Three requests in one write: three responses, in the order sent."""
+        async with serving(Toy()) as served, served.connect() as client:
+            await client.send(post(b"/", b"a") + post(b"/", b"b") + post(b"/", b"c"))
+            answers = await client.responses(3)
+        assert [json.loads(answer.body)["body"] for answer in answers] == ["a", "b", "c"]
+
+    async def test_a_chunked_body_reaches_the_app_whole(self) -> None:
+        """Transfer-Encoding: chunked is read to its end; the app gets one body."""
+        async with serving(Toy()) as served, served.connect() as client:
+            await client.send(
+                b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n"
+            )
+            (answer,) = await client.responses(1)
+        assert json.loads(answer.body) == {"body": "abcdefg", "more": False}
+
+    @pytest.mark.parametrize(
+        "request_line",
+        [b"GET / HTTP/1.1\r\nConnection: close\r\n", b"GET / HTTP/1.0\r\n"],
+        ids=["connection-close", "http-1.0"],
+    )
+    async def test_connection_close_and_http_1_0_close_after_the_response(
+        self, request_line: bytes
+    ) -> None:
+        """The response says Connection: close, and the connection ends."""
+        async with serving(Toy()) as served, served.connect() as client:
+            await client.send(request_line + b"Host: t\r\n\r\n")
+            (answer,) = await client.responses(1)
+            assert await client.closed()
+        assert answer.headers[b"connection"] == b"close"
+
+    async def test_a_streamed_response_is_chunked_and_the_app_learns_of_a_disconnect(
+        self,
+    ) -> None:
+        """more_body without a length: chunked; the client hangs up: http.disconnect, no error."""
+        toy = Toy()
+        async with serving(toy) as served:
+            async with served.connect() as client:
+                await client.send(b"GET /stream HTTP/1.1\r\nHost: t\r\n\r\n")
+                with trio.fail_after(DEADLINE):
+                    head = b""
+                    while b"first" not in head:
+                        head += await client.stream.receive_some()
+            with trio.fail_after(DEADLINE):
+                await toy.disconnected.wait()
+            assert (await served.get("/")).status == 200  # still serving
+        assert b"transfer-encoding: chunked" in head
+        assert toy.errors == []
+
+    async def test_expect_100_continue_is_answered_before_the_body(self) -> None:
+        """The client waits for 100 Continue, then sends its body, then gets the answer."""
+        async with serving(Toy()) as served, served.connect() as client:
+            await client.send(
+                b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"
+            )
+            (interim,) = await client.responses(1)
+            await client.send(b"hello")
+            _, final = await client.responses(2)
+        assert interim.status == 100
+        assert json.loads(final.body)["body"] == "hello"
+
+    async def test_the_scope_is_built_as_hypercorn_builds_it(self) -> None:
+        """Version, path decoded, raw path, query, headers lowercased in order, addresses, state."""
+        toy = Toy()
+        async with serving(toy) as served, served.connect() as client:
+            await client.send(b"GET /a%20b?x=1 HTTP/1.1\r\nHost: t\r\nX-One: 1\r\nx-two: 2\r\n\r\n")
+            await client.responses(1)
+        scope = toy.scopes[0]
+        assert scope["asgi"] == {"version": "3.0", "spec_version": "2.3"}
+        assert (scope["type"], scope["http_version"], scope["method"]) == ("http", "1.1", "GET")
+        assert (scope["scheme"], scope["root_path"]) == ("http", "")
+        assert (scope["path"], scope["raw_path"], scope["query_string"]) == (
+            "/a b",
+            b"/a%20b",
+            b"x=1",
+        )
+        assert scope["headers"] == [(b"host", b"t"), (b"x-one", b"1"), (b"x-two", b"2")]
+        assert scope["client"][0] == "127.0.0.1"
+        assert scope["server"] == ("127.0.0.1", served.port)
+        assert scope["state"] == {"flag": "set at startup"}
+
+    async def test_an_app_that_fails_gets_a_500_and_the_server_goes_on(self) -> None:
+        """The failure is logged; the client gets 500; other requests are served."""
+        async with serving(Toy()) as served:
+            failed = await served.get("/fail")
+            after = await served.get("/")
+        assert (failed.status, after.status) == (500, 200)
+
+
+class TestLimits:
+    async def test_headers_over_the_limit_get_431(self) -> None:
+        """Whole headers too large, and a header that never ends: 431; others are served."""
+        async with serving(Toy()) as served:
+            big = await served.get("/", b"X-Big: " + b"x" * 2000 + b"\r\n")
+            async with served.connect() as client:
+                await client.send(b"GET / HTTP/1.1\r\nX-Endless: ")
+                with trio.move_on_after(DEADLINE):
+                    while not client.done:
+                        await client.send(b"x" * 16384)
+                        with trio.move_on_after(0.01):
+                            client._parser.feed_data(await client.stream.receive_some())
+                endless = await client.responses(1)
+            after = await served.get("/")
+        assert big.status == 431
+        assert endless[0].status == 431
+        assert after.status == 200
+
+    async def test_a_body_over_the_limit_reaches_the_app_cut_then_closes(self) -> None:
+        """Declared or chunked: the app gets what was read with more_body, then the end."""
+        toy = Toy()
+        async with serving(toy) as served:
+            async with served.connect() as client:
+                await client.send(post(b"/", b"x" * 1000))
+                (declared,) = await client.responses(1)
+                assert await client.closed()
+            async with served.connect() as client:
+                await client.send(
+                    b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + b"40\r\n"
+                    + b"y" * 64
+                    + b"\r\n"
+                    + b"40\r\n"
+                    + b"y" * 64
+                    + b"\r\n"
+                )
+                (chunked,) = await client.responses(1)
+                assert await client.closed()
+            after = await served.get("/")
+        assert (declared.status, chunked.status, after.status) == (413, 413, 200)
+        assert toy.received[0] == {"type": "http.request", "body": b"", "more_body": True}
+        assert len(toy.received[1]["body"]) == 128
+        assert declared.headers[b"connection"] == b"close"
+
+    @pytest.mark.parametrize(
+        "head",
+        [
+            b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n",
+            b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n",
+            b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nContent-Length: 4\r\n",
+            b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n",
+            b"GET / HTTP/1.1\r\nHost: t\r\n folded\r\n",
+            b"NOT HTTP AT ALL\r\n",
+        ],
+        ids=["cl-te", "te-cl", "cl-cl", "te-not-chunked", "folded", "garbage"],
+    )
+    async def test_malformed_and_smuggling_requests_get_400_and_close(self, head: bytes) -> None:
+        """Refused before any app sees them; the connection ends; others are served."""
+        toy = Toy()
+        async with serving(toy) as served:
+            async with served.connect() as client:
+                await client.send(head + b"\r\nabc")
+                (refused,) = await client.responses(1)
+                assert await client.closed()
+            after = await served.get("/")
+        assert refused.status == 400
+        assert after.status == 200
+        assert len(toy.scopes) == 1
+
+    async def test_past_the_connection_cap_a_client_gets_503(self) -> None:
+        """Three served at once; a fourth gets 503; once one leaves, a new one is served."""
+        async with serving(Toy(), limits=attrs.evolve(SHORT, keep_alive_timeout=60)) as served:
+            async with served.connect() as one, served.connect() as two:
+                async with served.connect() as three:
+                    for client in (one, two, three):  # answered: counted by the server
+                        await client.send(post(b"/", b"hi"))
+                        await client.responses(1)
+                    async with served.connect() as fourth:
+                        (busy,) = await fourth.responses(1)
+                        assert await fourth.closed()
+                served_again = await _served_once_one_left(served)
+        assert busy.status == 503
+        assert busy.headers[b"retry-after"] == b"1"
+        assert served_again.status == 200
+
+    async def test_an_idle_connection_is_closed_after_the_keep_alive_timeout(self) -> None:
+        """No request within 0.3 s: closed, with no answer."""
+        async with serving(Toy()) as served, served.connect() as client:
+            await client.send(post(b"/", b"one"))
+            await client.responses(1)
+            started = trio.current_time()
+            assert await client.closed()
+            assert trio.current_time() - started >= SHORT.keep_alive_timeout * 0.9
+            assert len(client.done) == 1
+
+    async def test_a_slow_request_gets_408_after_the_request_timeout(self) -> None:
+        """Headers trickled a byte at a time: 408 once 0.5 s have passed since the first."""
+        async with serving(Toy()) as served, served.connect() as client:
+            started = trio.current_time()
+            with trio.move_on_after(DEADLINE), contextlib_suppress_broken():
+                for byte in b"GET / HTTP/1.1\r\nX-Slow: " + b"s" * 1000:
+                    await client.send(bytes([byte]))
+                    await trio.sleep(0.05)
+            (late,) = await client.responses(1)
+            assert await client.closed()
+        assert late.status == 408
+        assert trio.current_time() - started >= SHORT.request_timeout * 0.9
+
+
+def contextlib_suppress_broken() -> Any:
+    """Stop trickling once the server has closed its side."""
+    import contextlib
+
+    return contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError)
+
+
+async def _served_once_one_left(served: Served) -> Response:
+    """A GET, retried until the server has noticed a client left and serves it."""
+    with trio.fail_after(DEADLINE):
+        while True:
+            answer = await served.get("/")
+            if answer.status != 503:
+                return answer
+            await trio.sleep(0.05)
+
+
+class TestStopping:
+    async def test_stop_closes_idle_connections_and_lets_a_request_in_flight_finish(
+        self,
+    ) -> None:
+        """Idle: closed at once. In flight: answered with Connection: close. Then it returns."""
+        toy = Toy()
+        limits = attrs.evolve(SHORT, keep_alive_timeout=60)
+        with trio.fail_after(DEADLINE):
+            async with serving(toy, limits=limits, grace=60) as served:
+                async with served.connect() as idle, served.connect() as busy:
+                    await idle.send(post(b"/", b"x"))
+                    await idle.responses(1)
+                    await busy.send(b"GET /wait HTTP/1.1\r\nHost: t\r\n\r\n")
+                    await toy.in_flight.wait()
+                    served.stop.set()
+                    assert await idle.closed()
+                    with pytest.raises(OSError, match=r"(?i)connect"):
+                        await served.get("/")  # no longer listening
+                    toy.release.set()
+                    (answer,) = await busy.responses(1)
+                    assert await busy.closed()
+        assert answer.body == b"done"
+        assert answer.headers[b"connection"] == b"close"
+        assert toy.shut_down.is_set()  # the lifespan ended after the last connection
+
+    async def test_a_stream_still_open_after_the_grace_is_cancelled(self) -> None:
+        """An SSE-like stream gets `grace` seconds, then the app is cancelled and it closes."""
+        toy = Toy()
+        with trio.fail_after(DEADLINE):
+            async with serving(toy, grace=0.2) as served, served.connect() as client:
+                await client.send(b"GET /stream HTTP/1.1\r\nHost: t\r\n\r\n")
+                while b"first" not in await client.stream.receive_some():
+                    pass
+                served.stop.set()
+                assert await client.closed()
+        assert toy.cancelled.is_set()
+
+
+class TestFastHandler:
+    async def test_the_fast_handler_is_tried_first_and_none_goes_to_the_app(self) -> None:
+        """Its answers go out as given; what it declines reaches the app as usual."""
+        asked: list[tuple[str, str, bytes]] = []
+
+        async def fast(
+            method: str, path: str, headers: Any, body: bytes, client: Any
+        ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+            asked.append((method, path, body))
+            if path != "/fast":
+                return None
+            return 201, [(b"content-length", b"4")], b"fast"
+
+        toy = Toy()
+        async with serving(toy, fast=fast) as served, served.connect() as client:
+            await client.send(post(b"/fast", b"1") + post(b"/slow", b"2"))
+            quick, slow = await client.responses(2)
+        assert (quick.status, quick.body) == (201, b"fast")
+        assert json.loads(slow.body)["body"] == "2"
+        assert asked == [("POST", "/fast", b"1"), ("POST", "/slow", b"2")]
+        assert [scope["path"] for scope in toy.scopes] == ["/slow"]
+
+
+_TOKEN: Final = "wire-test-token-0a1b2c3d"
+
+
+class TestLeanWire:
+    async def test_a_2026_call_is_answered_without_asgi_and_as_the_app_answers_it(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The same bytes as through the app; a bad token falls to the app: its 401, logged once."""
+        options = ServeOptions(http=("127.0.0.1", 0), tokens={_TOKEN: None})
+        async with open_runtime(build_modules(options), options.runtime) as runtime:
+            apps = _http_apps(http_adapter(runtime, options), options, RefusalLog(), None, None)
+            assert apps.fast is not None
+            paths: list[str] = []
+
+            async def counted(scope: Scope, receive: Receive, send: Send) -> None:
+                if scope["type"] == "http":
+                    paths.append(scope["path"])
+                await apps.app(scope, receive, send)
+
+            async with serving(counted, limits=WireLimits(), fast=apps.fast) as served:
+                base = f"http://127.0.0.1:{served.port}"
+                async with httpx2.AsyncClient(base_url=base, headers=HEADERS) as http:
+                    good = {"Authorization": f"Bearer {_TOKEN}"}
+                    fast = await http.post("/mcp", content=BODY, headers=good)
+                    assert paths == []
+                    bad = await http.post("/mcp", content=BODY, headers={"Authorization": "x"})
+                    assert paths == ["/mcp"]
+                transport = httpx2.ASGITransport(app=apps.app)
+                async with httpx2.AsyncClient(
+                    transport=transport, base_url=base, headers=HEADERS
+                ) as asgi:
+                    slow = await asgi.post("/mcp", content=BODY, headers=good)
+        assert fast.status_code == 200
+        assert fast.content == slow.content
+        assert json.loads(fast.content)["result"]["isError"] is False
+        assert bad.status_code == 401
+        refused = [r for r in caplog.records if "without a valid bearer token" in r.getMessage()]
+        assert len(refused) == 1
