@@ -391,3 +391,15 @@ async def in_process_http(options: ServeOptions) -> AsyncIterator[InProcessHttp]
         app = http_app(http_adapter(runtime, options), options)
         async with asgi_lifespan(app):
             yield InProcessHttp(app, runtime)
+
+
+async def status_in_session(url: str, session_id: str) -> int:
+    """The HTTP status a ``ping`` in session `session_id` gets (404 once it has ended)."""
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Mcp-Session-Id": session_id,
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    async with httpx2.AsyncClient() as http:
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        return (await http.post(url, json=ping, headers=headers)).status_code

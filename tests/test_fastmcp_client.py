@@ -24,13 +24,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx2
 import pytest
 import trio
 
 from benchmarks._fastmcp_peer import FASTMCP_VERSION, fastmcp_venv, find_fastmcp
 
-from ._mcp_helpers import http_server
+from ._mcp_helpers import http_server, status_in_session
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -137,18 +136,6 @@ def named(prefix: str) -> dict[str, str]:
     return {"sessionId": f"{prefix}-{secrets.token_hex(4)}"}
 
 
-async def session_answer(url: str, session_id: str) -> int:
-    """The HTTP status a ``ping`` in session `session_id` gets (404 once it has ended)."""
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Mcp-Session-Id": session_id,
-        "MCP-Protocol-Version": "2025-11-25",
-    }
-    async with httpx2.AsyncClient() as http:
-        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-        return (await http.post(url, json=ping, headers=headers)).status_code
-
-
 class TestTheHandshakeEra:
     async def test_a_session_is_opened_used_and_deleted(
         self, fastmcp: str, monkeypatch: pytest.MonkeyPatch
@@ -171,7 +158,7 @@ class TestTheHandshakeEra:
                 ],
             )
             session = result_of(opened)["sessionId"]
-            after_close = await session_answer(url, session)
+            after_close = await status_in_session(url, session)
         assert result_of(opened)["protocolVersion"] == "2025-11-25"
         assert result_of(opened)["serverInfo"]["name"] == "mcp-actors"
         assert session

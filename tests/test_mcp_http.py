@@ -19,7 +19,6 @@ import signal
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-import httpx2
 import pytest
 import trio
 from mcp import ClientSession, types
@@ -34,12 +33,15 @@ from ._mcp_helpers import (
     http_server,
     open_session,
     service_of,
+    status_in_session,
     texts,
 )
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
+
+    import httpx2
 
 # The SDK client's SSE reader leaves httpx2's response generators unexhausted when a
 # session closes, and trio's finalizer warns about each one: client-side noise.
@@ -128,18 +130,6 @@ async def sdk_client(url: str, era: Era, wire: Wire) -> AsyncIterator[ClientSess
         async with streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
                 yield await open_session(session, era)
-
-
-async def status_in_session(url: str, session_id: str) -> int:
-    """The HTTP status a ``ping`` in session `session_id` gets (404 once it has ended)."""
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Mcp-Session-Id": session_id,
-        "MCP-Protocol-Version": "2025-11-25",
-    }
-    async with httpx2.AsyncClient() as http:
-        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-        return (await http.post(url, json=ping, headers=headers)).status_code
 
 
 class TestTheSdkClientInBothEras:

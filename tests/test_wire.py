@@ -99,6 +99,14 @@ class Toy:
         except Exception as error:  # recorded: the test fails on it
             self.errors.append(error)
 
+    async def _idle_stream(self, receive: Receive, send: Send) -> None:
+        """A stream that starts and then sends nothing until released: an idle SSE stream."""
+        await receive()
+        sse = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": sse})
+        await self.release.wait()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
     async def _wait(self, receive: Receive, send: Send) -> None:
         await receive()
         self.in_flight.set()
@@ -283,6 +291,21 @@ class TestFraming:
             assert (await served.get("/")).status == 200  # still serving
         assert b"transfer-encoding: chunked" in head
         assert toy.errors == []
+
+    async def test_a_streamed_response_starts_before_its_first_body(self) -> None:
+        """An SSE stream with no event yet: its head goes at once (a proxy waits for it)."""
+        toy = Toy()
+        async with serving(toy) as served, served.connect() as client:
+            await client.send(b"GET /idle_stream HTTP/1.1\r\nHost: t\r\n\r\n")
+            head = b""
+            with trio.fail_after(DEADLINE):
+                while b"\r\n\r\n" not in head:
+                    head += await client.stream.receive_some()
+            released_before = toy.release.is_set()
+            toy.release.set()
+        assert not released_before
+        assert head.startswith(b"HTTP/1.1 200")
+        assert b"transfer-encoding: chunked" in head
 
     async def test_expect_100_continue_is_answered_before_the_body(self) -> None:
         """The client waits for 100 Continue, then sends its body, then gets the answer."""

@@ -663,6 +663,13 @@ class _Bridge:
             self._started = True
             self._status = int(message["status"])
             self._headers = _checked(message.get("headers", ()))
+            if _is_event_stream(self._headers):
+                # An SSE stream's head goes now, not with its first event, which may be long
+                # in coming (an idle GET stream sends nothing for a while, and a proxy in
+                # front gives up on a response that never started). Any other response's
+                # head waits for its first body, to be framed with a length if it is whole.
+                async with self._lock:
+                    await self._body(b"", more=True)
         elif kind == "http.response.body":
             if not self._started or self._complete:
                 msg = "http.response.body before http.response.start, or after the last body"
@@ -714,6 +721,14 @@ class _Bridge:
             return body
         chunk = b"%x\r\n%b\r\n" % (len(body), body) if body else b""
         return chunk if more else chunk + b"0\r\n\r\n"
+
+
+def _is_event_stream(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether a response is an SSE stream (``Content-Type: text/event-stream``)."""
+    for name, value in headers:
+        if name.lower() == b"content-type":
+            return value.lower().startswith(b"text/event-stream")
+    return False
 
 
 def _checked(headers: Any) -> list[tuple[bytes, bytes]]:
