@@ -18,12 +18,15 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import httpx2
 import pytest
+import trio
+import trio.testing
 
 from actors import Log, Progress, ToolModule
 from actors.server import ServeOptions
 from actors.server._lean import LeanPath
+from actors.server._lean_sessions import SessionCalls
 
-from ._mcp_helpers import in_process_http
+from ._mcp_helpers import Era, in_process_http, initialize_request, texts
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -257,7 +260,7 @@ async def apps() -> AsyncIterator[tuple[httpx2.AsyncClient, httpx2.AsyncClient]]
 
 @pytest.fixture
 def answered(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Whether the lean path answered each request, in order (a spy on `LeanPath.answer`)."""
+    """Whether the lean path answered each request it was asked, in order (both eras' spies)."""
     seen: list[bool] = []
     original = LeanPath.answer
 
@@ -266,7 +269,15 @@ def answered(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
         seen.append(response is not None)
         return response
 
+    in_session = SessionCalls.answer
+
+    def session_spy(self: SessionCalls, *args: Any) -> Any:
+        response = in_session(self, *args)
+        seen.append(response is not None)
+        return response
+
     monkeypatch.setattr(LeanPath, "answer", spy)
+    monkeypatch.setattr(SessionCalls, "answer", session_spy)
     return seen
 
 
@@ -305,3 +316,163 @@ async def test_a_request_elsewhere_is_the_sdks_app_to_answer(
     assert mine.status_code == theirs.status_code == 404
     assert mine.content == theirs.content
     assert answered == []
+
+
+# ---- the 2025 era: requests in a session the handshake opened ---------------------------
+
+HANDSHAKE: Final = "2025-11-25"
+
+
+async def _open_session(http: httpx2.AsyncClient, **headers: str) -> str:
+    """Initialize a 2025-era session over raw HTTP; its ``Mcp-Session-Id``."""
+    opened = await http.post(
+        "/mcp",
+        json=initialize_request("lean-test", HANDSHAKE),
+        headers={"Accept": "application/json, text/event-stream", **headers},
+    )
+    assert opened.status_code == 200, opened.text
+    session = opened.headers["mcp-session-id"]
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    sent = {"Mcp-Session-Id": session, "Mcp-Protocol-Version": HANDSHAKE, **headers}
+    done = await http.post("/mcp", json=initialized, headers=_in_session(sent))
+    assert done.status_code == 202, done.text
+    return session
+
+
+def _in_session(headers: dict[str, str]) -> dict[str, str]:
+    return {"Accept": "application/json, text/event-stream", **headers}
+
+
+def _message(response: httpx2.Response) -> Any:
+    """The JSON-RPC message of a response: its JSON body, or its SSE stream's message."""
+    if response.headers.get("content-type", "").startswith("application/json"):
+        return json.loads(response.content)
+    data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+    return json.loads(next(chunk for chunk in data if chunk))
+
+
+def _legacy(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as a 2025-era client sends it: no 2026 envelope in its ``_meta``."""
+    params = body.get("params", {})
+    meta = {k: v for k, v in params.get("_meta", {}).items() if k not in _ENVELOPE}
+    return {**body, "params": {**params, "_meta": meta}}
+
+
+LEGACY_CASES: Final = (
+    Case("tools/list", _legacy(_LIST), {}, lean=True),
+    Case("a call", _legacy(_call("lean__bump", sessionId="s1")), {}, lean=True),
+    Case("the session's own", _legacy(_call("lean__bump", request_id=2)), {}, lean=True),
+    Case("a tool error", _legacy(_call("lean__fail", sessionId="s1")), {}, lean=True),
+    Case("bad arguments", _legacy(_call("lean__bump", {"by": "x"})), {}, lean=True),
+    Case("a tool that reports", _legacy(_call("lean__steps")), {}, lean=False),
+    Case("an unknown tool", _legacy(_call("lean__none")), {}, lean=False),
+    Case("the 2026 envelope", _call("lean__bump", sessionId="s1"), {}, lean=False),
+    Case("arguments that are a list", _legacy(_call("lean__bump", [1])), {}, lean=False),
+    Case(
+        "a 2026 version header",
+        _legacy(_call("lean__bump")),
+        {"Mcp-Protocol-Version": VERSION},
+        lean=False,
+    ),
+    Case(
+        "JSON only in Accept",
+        _legacy(_call("lean__bump")),
+        {"Accept": "application/json"},
+        lean=False,
+    ),
+)
+
+
+async def test_in_a_session_the_lean_path_answers_the_message_the_sdk_would(
+    apps: tuple[httpx2.AsyncClient, httpx2.AsyncClient], answered: list[bool]
+) -> None:
+    """The same JSON-RPC message and status in a 2025-era session, on a resumable stream."""
+    lean, sdk = apps
+    sessions = [await _open_session(client) for client in (lean, sdk)]
+    for case in LEGACY_CASES:
+        replies = []
+        answered.clear()
+        for client, session in zip((lean, sdk), sessions, strict=True):
+            headers = {"Mcp-Session-Id": session, "Mcp-Protocol-Version": HANDSHAKE}
+            sent = _in_session({**headers, **case.headers})
+            replies.append(await client.post("/mcp", json=case.body, headers=sent))
+        mine, theirs = replies
+        assert mine.status_code == theirs.status_code, case.label
+        assert _message(mine) == _message(theirs), case.label
+        assert answered == [case.lean], case.label
+        if case.lean:
+            assert mine.headers["content-type"] == "text/event-stream"
+            assert mine.headers["mcp-session-id"] == sessions[0]
+            first = mine.text.split("\r\n\r\n")[0]  # the priming event: an id, retry, no data
+            assert first.startswith("id: ")
+            assert "retry: 1000" in first
+
+
+async def test_a_session_the_lean_path_does_not_serve_is_the_sdks_to_refuse(
+    answered: list[bool],
+) -> None:
+    """Another token's session, a made-up one, or one ended: never served here."""
+    tokens = {"token-of-alpha-0123456789": None, "token-of-beta-01234567890": None}
+    options = ServeOptions(modules=(lean_test,), http=("127.0.0.1", 0), tokens=tokens)
+    alpha, beta = ({"Authorization": f"Bearer {token}"} for token in tokens)
+    async with in_process_http(options) as served:
+        transport = httpx2.ASGITransport(app=served.app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            session = await _open_session(http, **alpha)
+            answered.clear()  # the notification that completed the handshake
+            call = _legacy(_call("lean__bump"))
+            headers = {"Mcp-Session-Id": session, "Mcp-Protocol-Version": HANDSHAKE}
+            own = await http.post("/mcp", json=call, headers=_in_session({**headers, **alpha}))
+            theirs = await http.post("/mcp", json=call, headers=_in_session({**headers, **beta}))
+            made_up = {**headers, "Mcp-Session-Id": "0" * 32}
+            unknown = await http.post("/mcp", json=call, headers=_in_session({**made_up, **alpha}))
+            ended = await http.delete("/mcp", headers={**headers, **alpha})
+            after = await http.post("/mcp", json=call, headers=_in_session({**headers, **alpha}))
+    assert own.status_code == 200, own.text
+    assert answered[0] is True
+    assert [theirs.status_code, unknown.status_code] == [404, 404]
+    assert ended.status_code == 200
+    assert after.status_code == 404
+    assert answered == [True]  # the others never reached it: the gate tracks no such session
+
+
+async def test_lean_calls_keep_the_session_alive_and_it_still_ends_on_time(
+    autojump_clock: trio.testing.MockClock, answered: list[bool]
+) -> None:
+    """Calls the SDK never sees hold off its idle timeout; once they stop, it runs out."""
+    options = ServeOptions(modules=(lean_test,), http=("127.0.0.1", 0), session_idle_timeout=10)
+    async with in_process_http(options) as served:
+        transport = httpx2.ASGITransport(app=served.app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            session = await _open_session(http)
+            answered.clear()  # the notification that completed the handshake
+            call = _legacy(_call("lean__bump"))
+            headers = _in_session({"Mcp-Session-Id": session, "Mcp-Protocol-Version": HANDSHAKE})
+            kept = []
+            for _ in range(4):  # 24 s in all, each gap within the 10 s timeout
+                await trio.sleep(6)
+                kept.append((await http.post("/mcp", json=call, headers=headers)).status_code)
+            await trio.sleep(30)
+            expired = await http.post("/mcp", json=call, headers=headers)
+            live = served.runtime.statistics().live_actors
+    assert kept == [200] * 4
+    assert answered[:4] == [True] * 4
+    assert expired.status_code == 404
+    assert live == 0  # the connection's own session ended with it, though only lean calls used it
+
+
+# The SDK client's SSE reader leaves httpx2's response generators unexhausted when a
+# session closes, and trio's finalizer warns about each one: client-side noise.
+@pytest.mark.filterwarnings(r"ignore:Async generator 'httpx2\.:ResourceWarning")
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_the_sdk_client_is_served_by_the_lean_path(era: Era, answered: list[bool]) -> None:
+    """The official client, used as the docs show: its calls and lists take the lean path."""
+    options = ServeOptions(modules=(lean_test,), http=("127.0.0.1", 0))
+    async with in_process_http(options) as served, served.session(era=era) as client:
+        listed = await client.list_tools()
+        first = await client.call_tool("lean__bump", {"by": 2}, meta={"sessionId": "s1"})
+        second = await client.call_tool("lean__bump", {}, meta={"sessionId": "s1"})
+    assert {tool.name for tool in listed.tools} >= {"lean__bump", "lean__echo"}
+    assert texts(first) == "tally 2"
+    assert texts(second) == "tally 3"
+    assert answered.count(True) == 3

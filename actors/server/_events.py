@@ -58,6 +58,7 @@ events push them out.
 from __future__ import annotations
 
 import collections
+import contextlib
 import contextvars
 import itertools
 import secrets
@@ -78,6 +79,8 @@ from starlette.datastructures import Headers
 from ._gate import _principal, error_response
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from mcp.server.streamable_http import EventCallback
     from mcp.types import JSONRPCMessage
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -186,15 +189,19 @@ class BoundedEventStore(EventStore):
 
     async def store_event(self, stream_id: str, message: JSONRPCMessage | None) -> str:
         """Keep `message` (None: a priming event) of `stream_id` in this session; its new id."""
-        event_id = secrets.token_urlsafe(16)
-        scope = _scope.get()
-        if scope is None:
-            return event_id  # no session to keep it for: an id nothing will replay
         data = (
             None
             if message is None
             else message.model_dump_json(by_alias=True, exclude_unset=True).encode()
         )
+        return self.store_json(stream_id, data)
+
+    def store_json(self, stream_id: str, data: bytes | None) -> str:
+        """`store_event` for a message already in JSON (None: a priming event); its new id."""
+        event_id = secrets.token_urlsafe(16)
+        scope = _scope.get()
+        if scope is None:
+            return event_id  # no session to keep it for: an id nothing will replay
         key = (scope.serial, stream_id)
         size = EVENT_OVERHEAD + (0 if data is None else sys.getsizeof(data))
         event = _Event(event_id, key, scope.owner, data, size)
@@ -330,6 +337,23 @@ class SessionScopes:
                 await error_response(404, message)(scope, receive, send)
                 return
             await self._app(scope, receive, send)
+        finally:
+            _scope.reset(token)
+
+    @contextlib.contextmanager
+    def session(self, session_id: str, scope: Scope) -> Iterator[bool]:
+        """Within the block, the events stored are `session_id`'s, as in one of its requests.
+
+        Yields False (and stores nothing for it) unless the session is known here and
+        `scope`'s principal opened it.
+        """
+        session = self._sessions.get(session_id)
+        if session is None or session.owner != _principal(scope):
+            yield False
+            return
+        token = _scope.set(session)
+        try:
+            yield True
         finally:
             _scope.reset(token)
 

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from ._lean import LeanPath
+    from ._lean_sessions import SessionCalls
 
 __all__ = [
     "DEFAULT_MAX_SESSIONS_PER_TOKEN",
@@ -449,10 +450,12 @@ class Gate:
         refusals: RefusalLog,
         max_batch: int = DEFAULT_MAX_BATCH,
         lean: LeanPath | None = None,
+        in_sessions: SessionCalls | None = None,
     ) -> None:
         # AuthContextMiddleware exposes the token to the SDK (get_access_token).
         self._app = AuthContextMiddleware(app)
         self._lean = lean
+        self._in_sessions = in_sessions
         self._auth = auth
         self._max_body = max_body
         self._sessions = sessions
@@ -502,10 +505,14 @@ class Gate:
             await self._batch(scope, value, receive, send)
             return
         if self._lean is not None and scope["path"] == self._lean.path:
-            answer = await self._lean.answer(headers, value, access_token_of(scope))
-            if answer is not None:
-                await answer(scope, receive, send)
-                return
+            if session_id is not None and self._in_sessions is not None:
+                if await self._lean_in_session(scope, headers, value, session_id, receive, send):
+                    return
+            else:
+                answer = await self._lean.answer(headers, value, access_token_of(scope))
+                if answer is not None:
+                    await answer(scope, receive, send)
+                    return
         match screen(value):
             case Answer(reply):
                 self._refusals.refused("a malformed JSON-RPC message", reply.error.message, scope)
@@ -528,6 +535,34 @@ class Gate:
                     request_id=request_id,
                     initialize=opening,
                 )
+
+    async def _lean_in_session(
+        self,
+        scope: Scope,
+        headers: Headers,
+        message: Any,
+        session_id: str,
+        receive: Receive,
+        send: Send,
+    ) -> bool:
+        """Serve `message` on the lean path in a session this gate tracks; whether it did."""
+        assert self._in_sessions is not None
+        session = self._sessions.enter(session_id, _principal(scope), scope["path"])
+        if session is None:
+            return False  # the SDK's to refuse: unknown, another principal's, another path
+        status: int | None = None
+        try:
+            token = access_token_of(scope)
+            answer = self._in_sessions.answer(
+                scope, headers, message, token, session_id, session.version
+            )
+            if answer is None:
+                return False
+            status = answer.status_code
+            await answer(scope, receive, send)
+            return True
+        finally:
+            self._sessions.leave(session_id, status=status, deleted=False)
 
     async def _forward(
         self,

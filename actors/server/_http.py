@@ -48,6 +48,7 @@ from ._gate import (
     access_token_of,
 )
 from ._lean import LeanPath
+from ._lean_sessions import SessionCalls
 from ._mcp import McpAdapter, connection_of
 from ._oauth import OAuthResource
 from ._ops import OpsRoutes, serve_asgi
@@ -310,14 +311,21 @@ def _http_apps(
         host=options.http[0],
     )
     auth = authentication(options) if auth is None else auth
-    identify = functools.partial(token_caller, session=None, token_required=options.authenticates)
+    scopes = SessionScopes(app, events)
+    lean = in_sessions = None
+    if options.lean_http:
+        caller = functools.partial(token_caller, token_required=options.authenticates)
+        lean = LeanPath(adapter, functools.partial(caller, session=None), MCP_PATH)
+        manager = adapter.server.session_manager
+        in_sessions = SessionCalls(lean, adapter, caller, manager, events, scopes)
     gate = Gate(
-        SessionScopes(app, events),
+        scopes,
         auth=auth,
         max_body=options.max_request_bytes,
         sessions=sessions,
         refusals=refusals,
-        lean=LeanPath(adapter, identify, MCP_PATH) if options.lean_http else None,
+        lean=lean,
+        in_sessions=in_sessions,
     )
     gated: ASGIApp = gate
     if auth is not None and auth.oauth is not None:

@@ -120,15 +120,45 @@ class LeanPath:
         """The response to `message` (the parsed body of a POST with `headers`, sent with
         `token`), or None: the SDK's to answer."""
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
-        if version not in MODERN_PROTOCOL_VERSIONS or not _plain_request(message):
+        if version not in MODERN_PROTOCOL_VERSIONS or not self.takes(message):
             return None
-        method: str = message["method"]
-        params: dict[str, Any] = message.get("params", {})
-        if method not in LEAN_METHODS or not self._passes_sdk_checks(headers, message):
+        if not self._passes_sdk_checks(headers, message):
             return None
-        if method == "tools/call":
-            return await self._call(token, headers, message["id"], params, version)
-        return _ok(message["id"], self._tool_list(method, version))
+        if message["method"] == "tools/call":
+            return await self._call(token, headers, message["id"], message["params"], version)
+        return _ok(message["id"], self.tool_list(version))
+
+    @staticmethod
+    def takes(message: Any) -> bool:
+        """Whether `message` is a request of a method the lean path answers, plainly shaped."""
+        return _plain_request(message) and message["method"] in LEAN_METHODS
+
+    def plain_call(self, params: Any) -> bool:
+        """Whether a ``tools/call`` with `params` calls a plain tool, with nothing else in them."""
+        name = params.get("name") if isinstance(params, dict) else None
+        return (
+            isinstance(name, str)
+            and params.keys() <= _CALL_PARAMS
+            and self._adapter.plain_tool(name)
+        )
+
+    def call_result(self, result: dict[str, Any], version: str) -> dict[str, Any]:
+        """A call's wire result as the SDK shapes it for `version` (stamped in the 2026 era)."""
+        # As the SDK's handler result dumps: a complete result (no question for the client).
+        complete = {**result, "resultType": "complete"}
+        wire = spec_methods.serialize_server_result("tools/call", version, complete)
+        return self._stamped(wire) if version in MODERN_PROTOCOL_VERSIONS else wire
+
+    @staticmethod
+    def reply(request_id: str | int, result: Mapping[str, Any]) -> bytes:
+        """The JSON-RPC response carrying `result`, in JSON."""
+        return _dumped({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    @staticmethod
+    def error_reply(request_id: str | int, error: MCPError) -> bytes:
+        """The JSON-RPC error response for `error`, in JSON."""
+        data = modern_error_data(error).model_dump(mode="json", by_alias=True, exclude_none=True)
+        return _dumped({"jsonrpc": "2.0", "id": request_id, "error": data})
 
     def _passes_sdk_checks(self, headers: Headers, message: dict[str, Any]) -> bool:
         """Whether the SDK would serve `message`: its own checks, in its order."""
@@ -157,24 +187,15 @@ class LeanPath:
         params: dict[str, Any],
         version: str,
     ) -> Response | None:
-        name = params.get("name")
-        if (
-            not isinstance(name, str)
-            or not params.keys() <= _CALL_PARAMS
-            or not self._adapter.plain_tool(name)
-            or self._may_route_by_header(name, headers)
-        ):
+        if not self.plain_call(params) or self._may_route_by_header(params["name"], headers):
             return None
         try:
             result = await self._adapter.call_plainly(
-                name, params.get("arguments"), params.get("_meta"), self._identify(token)
+                params["name"], params.get("arguments"), params.get("_meta"), self._identify(token)
             )
         except MCPError as error:
             return _error(request_id, error)
-        # As the SDK's handler result dumps: a complete result (no question for the client).
-        complete = {**result, "resultType": "complete"}
-        wire = spec_methods.serialize_server_result("tools/call", version, complete)
-        return _ok(request_id, self._stamped(wire))
+        return _ok(request_id, self.call_result(result, version))
 
     def _may_route_by_header(self, name: str, headers: Headers) -> bool:
         """Whether ``Mcp-Param-*`` headers take part: sent, or declared by the tool's schema.
@@ -191,13 +212,15 @@ class LeanPath:
             self._param_headers_declared[name] = declared
         return declared
 
-    def _tool_list(self, method: str, version: str) -> dict[str, Any]:
+    def tool_list(self, version: str) -> dict[str, Any]:
         """The ``tools/list`` result at `version`: the same for every request."""
         listed = self._adapter.list_tools_plainly()
         result = self._fixed.get(version)
         if result is None:
-            wire = spec_methods.serialize_server_result(method, version, _dumped_model(listed))
-            result = self._fixed[version] = self._stamped(wire)
+            dumped = _dumped_model(listed)
+            wire = spec_methods.serialize_server_result("tools/list", version, dumped)
+            modern = version in MODERN_PROTOCOL_VERSIONS
+            result = self._fixed[version] = self._stamped(wire) if modern else wire
         return result
 
     def _stamped(self, result: Mapping[str, Any]) -> dict[str, Any]:
@@ -231,13 +254,10 @@ def _plain_request(message: Any) -> bool:
 
 
 def _ok(request_id: str | int, result: Mapping[str, Any]) -> Response:
-    body = _dumped({"jsonrpc": "2.0", "id": request_id, "result": result})
-    return Response(body, media_type="application/json")
+    return Response(LeanPath.reply(request_id, result), media_type="application/json")
 
 
 def _error(request_id: str | int, error: MCPError) -> Response:
-    wire = modern_error_data(error)
-    data = wire.model_dump(mode="json", by_alias=True, exclude_none=True)
-    status = ERROR_CODE_HTTP_STATUS.get(wire.code, 200)
-    body = _dumped({"jsonrpc": "2.0", "id": request_id, "error": data})
+    status = ERROR_CODE_HTTP_STATUS.get(modern_error_data(error).code, 200)
+    body = LeanPath.error_reply(request_id, error)
     return Response(body, status_code=status, media_type="application/json")

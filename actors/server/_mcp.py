@@ -382,6 +382,8 @@ class McpAdapter:
         self._subscriptions = Subscriptions(getattr(runtime, "watch", None))
         self._parked = ParkedCalls()
         self._session_ends = SessionEnds(self._end_connection_session)
+        # Transport session → its connection's own session, once a request reached it.
+        self._own_sessions: dict[str, str] = {}
         self._closing = False
         self._in_flight = 0
         self._idle = anyio.Event()
@@ -403,6 +405,8 @@ class McpAdapter:
             )
         """The SDK server: run it on any transport (`Server.run`, ``streamable_http_app``)."""
         self.server.middleware.append(_invalid_params_named)
+        if end_connection_sessions:
+            self.server.middleware.append(self._ends_with_its_connection)
 
     def _catalog_handlers(self) -> dict[str, Any]:
         """The handlers of what the modules declare: resources, prompts, completions.
@@ -600,11 +604,10 @@ class McpAdapter:
             self._refused(tool.full_name, outcome_of(exc))
             return self._refusal(exc, tool, attempt)
         attempt.context = prepared.context
-        if ctx is not None:  # not served plainly (`call_plainly`: a 2026-era call, plain tool)
-            if self._end_connection_sessions:
-                self._end_with_connection(ctx, prepared.context.session_id, attempt.caller)
-            if tool.signature.ask_parameter is not None and _speaks_2026(ctx):
-                return await self._run_parked(prepared, ctx, attempt)
+        if self._end_connection_sessions:
+            self._note_own_session(prepared.context.session_id, attempt.caller)
+        if ctx is not None and tool.signature.ask_parameter is not None and _speaks_2026(ctx):
+            return await self._run_parked(prepared, ctx, attempt)
         try:
             if ctx is not None and tool.signature.injects:
                 result = await self._run_with_channels(prepared, ctx)
@@ -740,27 +743,42 @@ class McpAdapter:
         if self._observer is not None:
             self._observer.call_refused(tool, outcome)
 
-    def _end_with_connection(
-        self, ctx: ServerRequestContext[Any, Any], session: str, caller: Caller
-    ) -> None:
-        """Have the connection's closing end `session`, if it is the connection's own.
+    def _note_own_session(self, session: str, caller: Caller) -> None:
+        """Note that a request reached `session`: if it is its connection's own, it ends with it
+        (called when the adapter ends connections' sessions).
 
-        Only a connection of the handshake era lives as long as its client's
-        session: the SDK serves each 2026-era request on a connection of its own.
+        Only a connection of the handshake era has a transport session of its
+        own (`Caller.transport_session`): a 2026-era request has none.
         """
-        if caller.transport_session is None or session != caller.default_session(self._policy):
-            return
-        connection = connection_of(ctx)
-        if connection.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return
-        if connection.state.get(_ENDS_WITH_CONNECTION) == session:
-            return
-        connection.state[_ENDS_WITH_CONNECTION] = session
-        # Not an async callback that ends it: the SDK cancels the exit stack's
-        # callbacks after a few seconds, and an end may wait longer than that for
-        # its turn at the store (see `actors.server._sessions`).
-        background: Background = ctx.lifespan_context
-        connection.exit_stack.callback(self._session_ends.end_soon, background, session)
+        transport = caller.transport_session
+        if transport is not None and session == caller.default_session(self._policy):
+            self._own_sessions[transport] = session
+
+    async def _ends_with_its_connection(self, ctx: Any, call_next: Any) -> Any:
+        """Server middleware: an ``initialize`` has its connection's closing end its own session.
+
+        Registered when the connection opens, whichever path its calls take
+        later (the SDK's, or `actors.server._lean` for plain calls); the session
+        is ended only if a request reached it (`_note_own_session`).
+        """
+        result = await call_next(ctx)
+        if ctx.method == "initialize":
+            # The transport's session as the caller's rules see it: an HTTP session's id, or
+            # whatever a connection is identified by (a connection of its own, in memory).
+            transport = self._identify(ctx).transport_session
+            if transport is not None:
+                # Not an async callback that ends it: the SDK cancels the exit stack's
+                # callbacks after a few seconds, and an end may wait longer than that
+                # for its turn at the store (see `actors.server._sessions`).
+                background: Background = ctx.lifespan_context
+                connection_of(ctx).exit_stack.callback(self._closed, background, transport)
+        return result
+
+    def _closed(self, background: Background, transport: str) -> None:
+        """The connection of `transport` closed: end its own session, if a request reached it."""
+        own = self._own_sessions.pop(transport, None)
+        if own is not None:
+            self._session_ends.end_soon(background, own)
 
     async def _end_connection_session(self, session: str) -> None:
         """End the session of a connection that closed; only a note in the log if it cannot.
@@ -903,7 +921,7 @@ class McpAdapter:
                     return prepared  # answered without an actor
                 attempt.context = prepared.context
                 if self._end_connection_sessions:
-                    self._end_with_connection(ctx, prepared.context.session_id, attempt.caller)
+                    self._note_own_session(prepared.context.session_id, attempt.caller)
                 outcome = read(await self._runtime.run(prepared))
             except UnknownResourceError as exc:
                 attempt.outcome = outcome_of(exc)
@@ -938,7 +956,7 @@ class McpAdapter:
         except (ProtocolError, RuntimeCallError) as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         if self._end_connection_sessions:
-            self._end_with_connection(ctx, prepared.context.session_id, caller)
+            self._note_own_session(prepared.context.session_id, caller)
         return prepared
 
     async def _subscribe(
@@ -1045,10 +1063,6 @@ def _speaks_2026(ctx: ServerRequestContext[Any, Any]) -> bool:
 def _meta_of(params: types.RequestParams) -> Mapping[str, Any] | None:
     """A request's ``_meta``, for its context fields (``sessionId``…), as tools/call reads it."""
     return params.meta
-
-
-_ENDS_WITH_CONNECTION: Final = "mcp-actors/session-ends-with-connection"
-"""Where a connection's state notes that its closing will end its own session."""
 
 
 def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:

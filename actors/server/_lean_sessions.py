@@ -1,0 +1,256 @@
+"""The lean path in a 2025-era session: a plain call answered on a resumable stream of our own.
+
+A client of the handshake era sends its requests in an HTTP session that the
+SDK opened with ``initialize`` (``Mcp-Session-Id``). The lean path answers
+its ``tools/call`` of a plain tool, and its ``tools/list``, without the SDK's
+transport, and without giving up what that transport promises:
+
+* **The same checks.** The session must be one the SDK serves, opened by the
+  same credential, not terminated nor expiring (the gate has checked that it
+  tracks it for this principal and path); the params must have the shape the
+  SDK's kernel takes at the version the session negotiated, and carry no 2026
+  envelope (which the SDK refuses in a session).
+* **The session held open.** While the call is served, the session's idle
+  countdown is suspended, and it restarts when the last request ends, as the
+  SDK's transport does for its own requests.
+* **A resumable stream.** The answer is an SSE stream, as the SDK's: a priming
+  event (an id, ``retry``, no data; for clients of 2025-11-25 and later) is
+  stored and sent before the call runs, and the result is stored and sent as
+  the next event. A client whose connection drops reconnects with ``GET`` and
+  ``Last-Event-ID``, which the SDK serves from the same event store; if the
+  call is still running then, its result goes to the resumed stream when it
+  ends, as the SDK's own router would send it.
+
+The SDK offers no public way to ask whether a session is alive and whose it
+is, to hold it open, or to reach a resumed stream, so `_SdkSessions` reads and
+follows its session manager and transport as they are in mcp 2.x
+(``tests/test_lean_http.py`` fails if they change).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final, final
+
+import anyio
+import pydantic
+from mcp import types
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, EventMessage, check_accept_headers
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import PROTOCOL_VERSION_META_KEY
+from mcp_types import methods as spec_methods
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import Request
+
+from ._events import RETRY_INTERVAL_MS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from mcp.server.auth.provider import AccessToken
+    from mcp.server.streamable_http import StreamableHTTPServerTransport
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from starlette.datastructures import Headers
+    from starlette.types import Receive, Scope, Send
+
+    from protocol import Caller
+
+    from ._events import BoundedEventStore, SessionScopes
+    from ._lean import LeanPath
+    from ._mcp import McpAdapter
+
+__all__ = ["SessionCalls"]
+
+_PRIMED_FROM: Final = "2025-11-25"
+"""The first version whose clients read a priming event (an event without data)."""
+_SSE_HEADERS: Final = (
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+)
+
+
+@final
+class SessionCalls:
+    """Answers plain calls and tool lists in 2025-era sessions (this module's docstring)."""
+
+    def __init__(
+        self,
+        lean: LeanPath,
+        adapter: McpAdapter,
+        identify: Callable[[AccessToken | None, str | None], Caller],
+        manager: StreamableHTTPSessionManager,
+        events: BoundedEventStore,
+        scopes: SessionScopes,
+    ) -> None:
+        self._lean = lean
+        self._adapter = adapter
+        self._identify = identify
+        self._sessions = _SdkSessions(manager)
+        self._events = events
+        self._scopes = scopes
+
+    def answer(
+        self,
+        scope: Scope,
+        headers: Headers,
+        message: Any,
+        token: AccessToken | None,
+        session_id: str,
+        negotiated: str,
+    ) -> _SessionCall | None:
+        """The ASGI answer to `message` in the session `session_id`, or None: the SDK's.
+
+        `negotiated` is the version its ``initialize`` settled (the gate's session table).
+        """
+        sent = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+        if sent is not None and sent not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return None  # the SDK serves it in the 2026 era, whatever its session header
+        if not self._lean.takes(message) or not _accepts_both(headers):
+            return None
+        params = message.get("params")
+        if _has_modern_envelope(params) or not _valid_params(message, negotiated):
+            return None
+        if message["method"] == "tools/call" and not self._lean.plain_call(params):
+            return None
+        transport = self._sessions.live(session_id, scope)
+        if transport is None:
+            return None
+        caller = self._identify(token, session_id)
+        return _SessionCall(self, transport, message, caller, session_id, negotiated)
+
+    async def result(self, message: dict[str, Any], caller: Caller, version: str) -> bytes:
+        """The JSON-RPC reply to `message`, in JSON, at the session's `version`."""
+        request_id = message["id"]
+        params = message.get("params", {})
+        if message["method"] == "tools/list":
+            return self._lean.reply(request_id, self._lean.tool_list(version))
+        try:
+            result = await self._adapter.call_plainly(
+                params["name"], params.get("arguments"), params.get("_meta"), caller
+            )
+        except MCPError as error:
+            return self._lean.error_reply(request_id, error)
+        return self._lean.reply(request_id, self._lean.call_result(result, version))
+
+
+@final
+class _SessionCall:
+    """One answer in a session: an SSE stream with a priming event, then the reply."""
+
+    def __init__(
+        self,
+        calls: SessionCalls,
+        transport: StreamableHTTPServerTransport,
+        message: dict[str, Any],
+        caller: Caller,
+        session_id: str,
+        version: str,
+    ) -> None:
+        self._calls = calls
+        self._transport = transport
+        self._message = message
+        self._caller = caller
+        self._session_id = session_id
+        self._version = version
+        self.status_code: Final = 200
+        """What the gate's session table is told the request was answered with."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Stream the answer: headers and priming event first, the reply once it is ready."""
+        stream_id = str(self._message["id"])
+        events = self._calls._events
+        headers = [*_SSE_HEADERS, (MCP_SESSION_ID_HEADER.encode(), self._session_id.encode())]
+        with (
+            _SdkSessions.in_flight(self._transport),
+            self._calls._scopes.session(self._session_id, scope),
+        ):
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            if self._version >= _PRIMED_FROM:  # the dates of versions compare as strings
+                primed = events.store_json(stream_id, None)
+                retry = f"id: {primed}\r\nretry: {RETRY_INTERVAL_MS}\r\ndata: \r\n\r\n"
+                await send(
+                    {"type": "http.response.body", "body": retry.encode(), "more_body": True}
+                )
+            reply = await self._calls.result(self._message, self._caller, self._version)
+            event_id = events.store_json(stream_id, reply)
+            self._to_resumed_stream(stream_id, reply, event_id)
+            event = b"id: %b\r\nevent: message\r\ndata: %b\r\n\r\n" % (event_id.encode(), reply)
+            await send({"type": "http.response.body", "body": event, "more_body": False})
+
+    def _to_resumed_stream(self, stream_id: str, reply: bytes, event_id: str) -> None:
+        """Hand the reply to a stream the client resumed while the call ran, if there is one.
+
+        Stored first, in the same step: a resume that replays the store after this
+        finds it there, one whose replay had ended is waiting on its live stream.
+        """
+        live = self._transport._request_streams.get(stream_id)
+        if live is None:
+            return
+        message = types.jsonrpc_message_adapter.validate_json(reply)
+        try:
+            live[0].send_nowait(EventMessage(message, event_id))
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return  # the resumed stream is full or gone: the client resumes again, from the store
+
+
+@final
+class _SdkSessions:
+    """The SDK's 2025-era HTTP sessions, as its own transport checks and holds them."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self._manager = manager
+
+    def live(self, session_id: str, scope: Scope) -> StreamableHTTPServerTransport | None:
+        """The transport of `session_id` if the SDK would serve this request in it."""
+        manager = self._manager
+        transport = manager._server_instances.get(session_id)
+        if transport is None or transport.is_terminated:
+            return None
+        user = scope.get("user")
+        requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+        if requestor != manager._session_owners.get(session_id):
+            return None
+        idle = transport.idle_scope
+        return None if idle is None or idle.cancel_called else transport
+
+    @staticmethod
+    @contextmanager
+    def in_flight(transport: StreamableHTTPServerTransport) -> Iterator[None]:
+        """Hold the session open while a request is served, as its transport does."""
+        idle, timeout = transport.idle_scope, transport._idle_timeout
+        # `live` admits only sessions with an idle countdown.
+        assert idle is not None
+        assert timeout is not None
+        transport._requests_in_flight += 1
+        idle.deadline = math.inf
+        try:
+            yield
+        finally:
+            transport._requests_in_flight -= 1
+            if not transport._requests_in_flight:
+                idle.deadline = anyio.current_time() + timeout
+
+
+def _accepts_both(headers: Headers) -> bool:
+    """Whether the request accepts JSON and SSE, as the SDK's transport requires of a POST."""
+    has_json, has_sse = check_accept_headers(Request({"type": "http", "headers": headers.raw}))
+    return has_json and has_sse
+
+
+def _valid_params(message: dict[str, Any], version: str) -> bool:
+    """Whether the SDK's kernel takes `message`'s method and params at `version`."""
+    try:
+        spec_methods.validate_client_request(message["method"], version, message.get("params"))
+    except (KeyError, ValueError, pydantic.ValidationError):
+        return False
+    return True
+
+
+def _has_modern_envelope(params: Any) -> bool:
+    """Whether `params` carry the 2026 envelope, which the SDK refuses in a session."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
