@@ -1,4 +1,7 @@
-"""The lean path: 2026-era requests the gate answers itself, without the SDK's transport.
+"""The lean path: requests the gate answers itself, without the SDK's transport.
+
+This module answers the 2026 era's; `actors.server._lean_sessions` answers those of a
+2025-era session, with the parts of this one.
 
 Why
 ---
