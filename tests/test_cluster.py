@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from actors import UnknownToolError, prepare_call
 from protocol import ProtocolError
@@ -408,6 +409,18 @@ def listing(session: str) -> dict[str, Any]:
     return {"name": "planning__list_goals", "arguments": {}, "_meta": {"sessionId": session}}
 
 
+async def until_running(cluster: Cluster, live: dict[str, int]) -> None:
+    """Wait until each shard has (at least) as many live actors as `live` says, at most 60 s."""
+
+    def running() -> bool:
+        statistics = cluster.statistics()
+        return all(statistics[shard].live_actors >= count for shard, count in live.items())
+
+    with trio.fail_after(60):
+        while not await trio.to_thread.run_sync(running):  # noqa: ASYNC110  (a shard is asked)
+            await trio.sleep(0.05)
+
+
 async def until(done: Callable[[], bool]) -> None:
     """Wait until `done()` (a counter of the router, a dict the callers fill), at most 60 s."""
     with trio.fail_after(60):
@@ -499,7 +512,8 @@ def test_a_shard_lost_mid_batch_fails_that_batchs_calls_only(tmp_path: Path) -> 
                 for n, session in enumerate(kept):
                     nursery.start_soon(call, f"kept {n}", wait_for(session, str(release)))
                 await until(lambda: cluster.routing_statistics().calls_sent == 1 + 6)
-                await trio.sleep(0.5)  # at the shards, running
+                # At the shards and running: each held call keeps an actor of its session live.
+                await until_running(cluster, {"shard-0": 1 + 3, "shard-1": 3})
                 os.kill(victim, signal.SIGKILL)
                 await until(lambda: sum(name.startswith("lost") for name in outcomes) == 3)
                 release.touch()  # the other shard's calls may end now
@@ -563,10 +577,11 @@ def test_a_cancelled_caller_leaves_the_rest_of_its_batch_alone(
                 await until(lambda: cluster.routing_statistics().calls_sent == 1)
                 for name, session in zip(("a", "withdrawn", "b"), sessions[1:], strict=False):
                     nursery.start_soon(call, name, listing(session), scopes[name])
-                await trio.sleep(0.2)  # all three queued behind the call ahead
+                # All three queued behind the call ahead: every task of this run waits.
+                await trio.testing.wait_all_tasks_blocked()
                 assert cluster.routing_statistics().calls_sent == 1
                 scopes["withdrawn"].cancel()
-                await trio.sleep(0.2)
+                await trio.testing.wait_all_tasks_blocked()
                 scopes["ahead"].cancel()  # sent: it runs on; its answer is dropped
                 release.touch()
             assert cluster.routing_statistics() == RoutingStatistics(3, 2)
@@ -580,18 +595,26 @@ def test_a_slow_call_holds_up_the_calls_behind_it_briefly(tmp_path: Path) -> Non
     """A call queued behind a batch that runs on goes after `_HOLD`, not when that batch ends."""
     release = tmp_path / "release"
     with open_cluster(SLOW, shards=1, state="memory") as cluster:
-        seconds: list[float] = []
+        quick: list[str] = []
+        slow_done = trio.Event()
+
+        async def run_slow() -> None:
+            await cluster.run(_prepared(cluster, wait_for("slow", str(release))))
+            slow_done.set()
 
         async def scenario() -> None:
             async with trio.open_nursery() as nursery:
-                slow = _prepared(cluster, wait_for("slow", str(release)))
-                nursery.start_soon(cluster.run, slow)
+                nursery.start_soon(run_slow)
                 await until(lambda: cluster.routing_statistics().calls_sent == 1)
-                for n in range(5):
-                    began = time.monotonic()
-                    await cluster.run(_prepared(cluster, listing(f"quick{n}")))
-                    seconds.append(time.monotonic() - began)
+                # Held behind the slow call's batch until it ends, these would wait for the
+                # release, which comes only after them: a hang, cut by the generous deadline.
+                with trio.fail_after(120):
+                    for n in range(5):
+                        result = await cluster.run(_prepared(cluster, listing(f"quick{n}")))
+                        quick.append(result.first_text)
+                answered_before_the_slow_one = not slow_done.is_set()
                 release.touch()
+            assert answered_before_the_slow_one
 
         trio.run(scenario)
-    assert max(seconds) < 5, seconds  # the slow call would have held it until released
+    assert all(text.startswith("No goals yet") for text in quick), quick

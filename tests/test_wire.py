@@ -8,6 +8,7 @@ conditions with generous deadlines (the machine may be loaded).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from contextlib import asynccontextmanager
@@ -458,8 +459,6 @@ class TestLimits:
 
 def contextlib_suppress_broken() -> Any:
     """Stop trickling once the server has closed its side."""
-    import contextlib
-
     return contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError)
 
 
