@@ -38,6 +38,7 @@ __all__ = [
     "cache_root",
     "digest",
     "npm_installed",
+    "pinned_node",
     "tail",
     "unavailable",
 ]
@@ -138,3 +139,20 @@ def npm_installed(source: Path, name: str, *, needed_by: str, rebuild: Sequence[
             if not (folder / DONE).exists():
                 _install(source, folder, npm, rebuild, needed_by)
     return folder
+
+
+def pinned_node(modules: Path, needed_by: str) -> Path:
+    """The Node.js 22 a package pins (its ``node`` dependency) under `modules`, checked.
+
+    A skip (or, under CI, a failure) when it does not run on this platform; a
+    failure when it is not Node 22: a broken pin must fail, not run on the system's.
+    """
+    node = modules / "node" / "bin" / "node"
+    try:
+        version = subprocess.run(
+            [str(node), "--version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except OSError as error:  # no binary for this platform (the package downloads one)
+        unavailable(f"the node package's Node.js does not run here: {error}", needed_by)
+    assert version.stdout.startswith("v22."), f"{node}: {version.stdout}{version.stderr}"
+    return node

@@ -30,7 +30,7 @@ import pytest
 import trio
 
 from ._mcp_helpers import http_server
-from ._npm import INSTALL_TIMEOUT, npm_installed, unavailable
+from ._npm import INSTALL_TIMEOUT, npm_installed, pinned_node
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -86,16 +86,8 @@ def inspector() -> Inspector:
     """The Inspector and its Node.js 22, installed (npm ci): a skip or failure at setup."""
     folder = npm_installed(SOURCE, "inspector", needed_by=NEEDED_BY, rebuild=["node"])
     modules = folder / "node_modules"
-    node = modules / "node" / "bin" / "node"
+    node = pinned_node(modules, NEEDED_BY)  # the Inspector needs Node 22.19 or later
     launcher = modules / "@modelcontextprotocol" / "inspector" / "clients" / "launcher"
-    try:
-        version = subprocess.run(
-            [str(node), "--version"], capture_output=True, text=True, timeout=60, check=False
-        )
-    except OSError as error:  # no binary for this platform (the package downloads one)
-        unavailable(f"the node package's Node.js does not run here: {error}", NEEDED_BY)
-    # The Inspector needs Node 22.19 or later; a broken pin must fail, not run on the system's.
-    assert version.stdout.startswith("v22."), f"{node}: {version.stdout}{version.stderr}"
     return Inspector((str(node), str(launcher / "build" / "index.js"), "--cli"))
 
 

@@ -125,7 +125,13 @@ class LeanPath:
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if version not in MODERN_PROTOCOL_VERSIONS or not self.takes(message):
             return None
-        if not self._passes_sdk_checks(headers, message):
+        # The SDK's own checks, in its order.
+        if not accepts_both(headers) or find_duplicated_routing_header(headers.items()):
+            return None
+        verdict = classify_inbound_request(message, headers=dict(headers))
+        if isinstance(verdict, InboundLadderRejection):
+            return None
+        if not valid_params(message, verdict.protocol_version):
             return None
         if message["method"] == "tools/call":
             return await self._call(token, headers, message["id"], message["params"], version)
@@ -133,8 +139,19 @@ class LeanPath:
 
     @staticmethod
     def takes(message: Any) -> bool:
-        """Whether `message` is a request of a method the lean path answers, plainly shaped."""
-        return _plain_request(message) and message["method"] in LEAN_METHODS
+        """Whether `message` is one JSON-RPC request of the plainest shape (see the module
+        docstring), of a method the lean path answers."""
+        if not isinstance(message, dict) or not message.keys() <= _ENVELOPE_MEMBERS:
+            return False
+        request_id = message.get("id")
+        return (
+            message.get("jsonrpc") == "2.0"
+            and isinstance(request_id, (str, int))
+            and not isinstance(request_id, bool)
+            and isinstance(message.get("method"), str)
+            and message["method"] in LEAN_METHODS
+            and isinstance(message.get("params", {}), dict)
+        )
 
     def plain_call(self, params: Any) -> bool:
         """Whether a ``tools/call`` with `params` calls a plain tool, with nothing else in them."""
@@ -162,25 +179,6 @@ class LeanPath:
         """The JSON-RPC error response for `error`, in JSON."""
         data = modern_error_data(error).model_dump(mode="json", by_alias=True, exclude_none=True)
         return _dumped({"jsonrpc": "2.0", "id": request_id, "error": data})
-
-    def _passes_sdk_checks(self, headers: Headers, message: dict[str, Any]) -> bool:
-        """Whether the SDK would serve `message`: its own checks, in its order."""
-        # The SDK's function reads a Request's headers only: these, as a minimal scope.
-        has_json, has_sse = check_accept_headers(Request({"type": "http", "headers": headers.raw}))
-        if not (has_json and has_sse):
-            return False
-        if find_duplicated_routing_header(headers.items()) is not None:
-            return False
-        verdict = classify_inbound_request(message, headers=dict(headers))
-        if isinstance(verdict, InboundLadderRejection):
-            return False
-        try:
-            spec_methods.validate_client_request(
-                message["method"], verdict.protocol_version, message.get("params")
-            )
-        except (KeyError, ValueError, pydantic.ValidationError):
-            return False
-        return True
 
     async def _call(
         self,
@@ -237,23 +235,25 @@ class LeanPath:
         return stamped
 
 
+def accepts_both(headers: Headers) -> bool:
+    """Whether a request accepts JSON and SSE, as the SDK's transport requires of a POST."""
+    # The SDK's function reads a Request's headers only: these, as a minimal scope.
+    has_json, has_sse = check_accept_headers(Request({"type": "http", "headers": headers.raw}))
+    return has_json and has_sse
+
+
+def valid_params(message: dict[str, Any], version: str) -> bool:
+    """Whether the SDK's kernel takes `message`'s method and params at `version`."""
+    try:
+        spec_methods.validate_client_request(message["method"], version, message.get("params"))
+    except (KeyError, ValueError, pydantic.ValidationError):
+        return False
+    return True
+
+
 def _dumped_model(model: pydantic.BaseModel) -> dict[str, Any]:
     """A handler's result as the SDK dumps it before shaping it for the wire."""
     return model.model_dump(by_alias=True, mode="json", exclude_none=True)
-
-
-def _plain_request(message: Any) -> bool:
-    """Whether `message` is one JSON-RPC request of the plainest shape (see the docstring)."""
-    if not isinstance(message, dict) or not message.keys() <= _ENVELOPE_MEMBERS:
-        return False
-    request_id = message.get("id")
-    return (
-        message.get("jsonrpc") == "2.0"
-        and isinstance(request_id, (str, int))
-        and not isinstance(request_id, bool)
-        and isinstance(message.get("method"), str)
-        and isinstance(message.get("params", {}), dict)
-    )
 
 
 def _ok(request_id: str | int, result: Mapping[str, Any]) -> Response:

@@ -34,18 +34,16 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, final
 
 import anyio
-import pydantic
 from mcp import types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, EventMessage, check_accept_headers
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, EventMessage
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import PROTOCOL_VERSION_META_KEY
-from mcp_types import methods as spec_methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from starlette.requests import Request
 
 from ._events import RETRY_INTERVAL_MS
+from ._lean import accepts_both, valid_params
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -109,10 +107,10 @@ class SessionCalls:
         sent = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if sent is not None and sent not in HANDSHAKE_PROTOCOL_VERSIONS:
             return None  # the SDK serves it in the 2026 era, whatever its session header
-        if not self._lean.takes(message) or not _accepts_both(headers):
+        if not self._lean.takes(message) or not accepts_both(headers):
             return None
         params = message.get("params")
-        if _has_modern_envelope(params) or not _valid_params(message, negotiated):
+        if _has_modern_envelope(params) or not valid_params(message, negotiated):
             return None
         if message["method"] == "tools/call" and not self._lean.plain_call(params):
             return None
@@ -233,21 +231,6 @@ class _SdkSessions:
             transport._requests_in_flight -= 1
             if not transport._requests_in_flight:
                 idle.deadline = anyio.current_time() + timeout
-
-
-def _accepts_both(headers: Headers) -> bool:
-    """Whether the request accepts JSON and SSE, as the SDK's transport requires of a POST."""
-    has_json, has_sse = check_accept_headers(Request({"type": "http", "headers": headers.raw}))
-    return has_json and has_sse
-
-
-def _valid_params(message: dict[str, Any], version: str) -> bool:
-    """Whether the SDK's kernel takes `message`'s method and params at `version`."""
-    try:
-        spec_methods.validate_client_request(message["method"], version, message.get("params"))
-    except (KeyError, ValueError, pydantic.ValidationError):
-        return False
-    return True
 
 
 def _has_modern_envelope(params: Any) -> bool:
