@@ -55,15 +55,17 @@ ACTIVATION: Final = 47
 MCP_CALL: Final = 22
 """A ``tools/call`` through the MCP adapter (the SDK's client in memory), beyond the runtime's.
 (22, not 20: one coroutine more, the call body shared with the lean HTTP path.)"""
-HTTP_CALL: Final = 54
+HTTP_CALL: Final = 56
 """A ``tools/call`` POSTed to the Streamable HTTP app (a 2026-era request), beyond the runtime's:
 the lean path (`actors.server._lean`), whose parts (`takes`, `plain_call`, `call_result`,
-`reply`) the 2025-era sessions' answers share."""
-SDK_HTTP_CALL: Final = 74
-"""The same through the SDK's transport (``lean_http=False``, ``--sdk-http``). (74, not 66:
+`reply`) the 2025-era sessions' answers share. (56, not 54: its answer is a `LeanReply`, which
+the wire's fast handler sends as it is and the ASGI app wraps in a Starlette response.)"""
+SDK_HTTP_CALL: Final = 77
+"""The same through the SDK's transport (``lean_http=False``, ``--sdk-http``). (77, not 66:
 `Front`'s and the gate's checks are functions of their own, which the wire's fast handler
-calls too; a middleware registers each connection's end at ``initialize``, whichever path
-its calls then take.)"""
+calls too, as are the session table's check and a token's principal, which it calls in
+2025-era sessions; a middleware registers each connection's end at ``initialize``,
+whichever path its calls then take.)"""
 
 CALLS: Final = 50
 _PACKAGES: Final = tuple(

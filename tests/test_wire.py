@@ -25,8 +25,10 @@ from actors.server import ServeOptions
 from actors.server._gate import RefusalLog
 from actors.server._http import _http_apps, http_adapter
 from actors.server._options import build_modules
-from actors.server._wire import WireLimits, serve_wire
-from benchmarks._http_floors import BODY, HEADERS
+from actors.server._wire import FastStream, WireLimits, serve_wire
+from benchmarks._http_floors import BODY, HEADERS, TOOL
+
+from ._mcp_helpers import initialize_request
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -161,6 +163,10 @@ class Client:
 
     async def send(self, data: bytes) -> None:
         await self.stream.send_all(data)
+
+    def feed(self, data: bytes) -> None:
+        """Parse `data`, read from the stream by the test itself."""
+        self._parser.feed_data(data)
 
     async def responses(self, count: int) -> list[Response]:
         """The first `count` responses, once they are in."""
@@ -532,6 +538,60 @@ class TestFastHandler:
         assert asked == [("POST", "/fast", b"1"), ("POST", "/slow", b"2")]
         assert [scope["path"] for scope in toy.scopes] == ["/slow"]
 
+    async def test_a_fast_stream_is_chunked_its_head_going_with_its_first_piece(self) -> None:
+        """Each piece one chunk, the first one with the head, before the next is ready; the
+        connection goes on. HTTP/1.0: no chunks, and the end of the body closes it."""
+        next_piece = trio.Event()
+
+        async def pieces(send: Any) -> None:
+            await send(b"one", True)
+            await next_piece.wait()
+            await send(b"two", False)
+
+        async def fast(*_: Any) -> FastStream:
+            return FastStream(200, [(b"content-type", b"text/event-stream")], pieces)
+
+        async with serving(Toy(), fast=fast) as served, served.connect() as client:
+            await client.send(post(b"/", b"") + post(b"/", b""))
+            first = await client.stream.receive_some()
+            assert first.endswith(b"\r\n\r\n3\r\none\r\n")  # the head and one chunk, alone
+            assert b"transfer-encoding: chunked" in first
+            client.feed(first)
+            next_piece.set()
+            answers = await client.responses(2)
+        assert [answer.body for answer in answers] == [b"onetwo", b"onetwo"]
+        async with serving(Toy(), fast=fast) as served, served.connect() as client:
+            await client.send(b"POST / HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
+            whole = b""
+            with trio.fail_after(DEADLINE):
+                while data := await client.stream.receive_some():
+                    whole += data
+        head, _, body = whole.partition(b"\r\n\r\n")
+        assert body == b"onetwo"
+        assert b"connection: close" in head
+        assert b"chunked" not in head
+
+    async def test_a_fast_stream_that_fails_gets_500_or_is_cut(self) -> None:
+        """Failing before its first piece: 500. After it: the connection closes mid-body."""
+
+        async def failing(send: Any) -> None:
+            if send_first:
+                await send(b"partial", True)
+            msg = "the stream fails"
+            raise RuntimeError(msg)
+
+        async def fast(*_: Any) -> FastStream:
+            return FastStream(200, [], failing)
+
+        for send_first in (False, True):
+            async with serving(Toy(), fast=fast) as served, served.connect() as client:
+                await client.send(post(b"/", b""))
+                assert await client.closed()
+            if send_first:
+                assert client.done == []  # the body never ended: no whole response
+            else:
+                assert client.done[0].status == 500
+
 
 _TOKEN: Final = "wire-test-token-0a1b2c3d"
 
@@ -571,3 +631,71 @@ class TestLeanWire:
         assert bad.status_code == 401
         refused = [r for r in caplog.records if "without a valid bearer token" in r.getMessage()]
         assert len(refused) == 1
+
+
+def _in_session_call(request_id: int) -> dict[str, Any]:
+    """A 2025-era ``tools/call`` of the light tool, its session named in ``_meta``."""
+    params = {"name": TOOL, "arguments": {}, "_meta": {"sessionId": "wire"}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def _events(stream: str) -> list[str]:
+    return [event for event in stream.split("\r\n\r\n") if event]
+
+
+def _data(event: str) -> Any:
+    """The JSON message of an SSE event."""
+    lines = [line[len("data: ") :] for line in event.split("\r\n") if line.startswith("data: ")]
+    return json.loads("".join(lines))
+
+
+class TestLeanWireInSessions:
+    @pytest.mark.parametrize("prefix", [None, "front-a"])
+    async def test_a_call_in_a_2025_session_is_streamed_without_asgi(
+        self, prefix: str | None, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """``initialize`` goes to the app; a call in its session is the fast handler's: an SSE
+        stream whose priming event comes first, the same message the app's lean path sends.
+        The front's prefix stays on the id; an id of another front's goes to the app (404)."""
+        tokens = {_TOKEN: None}
+        options = ServeOptions(http=("127.0.0.1", 0), tokens=tokens, session_id_prefix=prefix)
+        async with open_runtime(build_modules(options), options.runtime) as runtime:
+            apps = _http_apps(http_adapter(runtime, options), options, RefusalLog(), None, None)
+            paths: list[str] = []
+
+            async def counted(scope: Scope, receive: Receive, send: Send) -> None:
+                if scope["type"] == "http":
+                    paths.append(scope["path"])
+                await apps.app(scope, receive, send)
+
+            auth = {"Authorization": f"Bearer {_TOKEN}", "Accept": HEADERS["Accept"]}
+            async with serving(counted, limits=WireLimits(), fast=apps.fast) as served:
+                base = f"http://127.0.0.1:{served.port}"
+                async with httpx2.AsyncClient(base_url=base, headers=auth) as http:
+                    opened = await http.post("/mcp", json=initialize_request("wire"))
+                    session = opened.headers["mcp-session-id"]
+                    in_session = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+                    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                    await http.post("/mcp", json=initialized, headers=in_session)
+                    assert paths == ["/mcp", "/mcp"]
+                    fast = await http.post("/mcp", json=_in_session_call(2), headers=in_session)
+                    assert paths == ["/mcp", "/mcp"], "the call reached the ASGI app"
+                    foreign = {**in_session, "Mcp-Session-Id": "front-b." + session.split(".")[-1]}
+                    elsewhere = await http.post("/mcp", json=_in_session_call(3), headers=foreign)
+                transport = httpx2.ASGITransport(app=apps.app)
+                async with httpx2.AsyncClient(
+                    transport=transport, base_url=base, headers=auth
+                ) as asgi:
+                    slow = await asgi.post("/mcp", json=_in_session_call(2), headers=in_session)
+        assert session.startswith("front-a.") == (prefix is not None)
+        assert fast.status_code == 200
+        assert fast.headers["content-type"] == "text/event-stream"
+        assert fast.headers["mcp-session-id"] == session
+        priming, reply = _events(fast.text)
+        assert priming.startswith("id: ")
+        assert priming.endswith("retry: 1000\r\ndata: ")
+        assert _data(reply) == _data(_events(slow.text)[1])
+        assert _data(reply)["result"]["isError"] is False
+        assert elsewhere.status_code == 404  # "front-b.<id>": no session of this front's
+        refused = [r for r in caplog.records if "without this front's prefix" in r.getMessage()]
+        assert len(refused) == (prefix is not None)

@@ -76,11 +76,12 @@ from mcp.server.streamable_http import (
 from mcp.types import jsonrpc_message_adapter
 from starlette.datastructures import Headers
 
-from ._gate import _principal, error_response
+from ._gate import _principal, error_response, principal_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from mcp.server.auth.provider import AccessToken
     from mcp.server.streamable_http import EventCallback
     from mcp.types import JSONRPCMessage
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -341,21 +342,21 @@ class SessionScopes:
             _scope.reset(token)
 
     @contextlib.contextmanager
-    def session(self, session_id: str, scope: Scope) -> Iterator[bool]:
+    def session(self, session_id: str, token: AccessToken | None) -> Iterator[bool]:
         """Within the block, the events stored are `session_id`'s, as in one of its requests.
 
         Yields False (and stores nothing for it) unless the session is known here and
-        `scope`'s principal opened it.
+        the principal of `token` (`principal_of`) opened it.
         """
         session = self._sessions.get(session_id)
-        if session is None or session.owner != _principal(scope):
+        if session is None or session.owner != principal_of(token):
             yield False
             return
-        token = _scope.set(session)
+        current = _scope.set(session)
         try:
             yield True
         finally:
-            _scope.reset(token)
+            _scope.reset(current)
 
     def _learning(self, session: _SessionScope, send: Send) -> Send:
         """`send`, remembering `session` under the session id the response announces."""

@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import anyio
@@ -63,14 +63,14 @@ from starlette.responses import Response
 from ._jsonrpc import Accept, Answer, BatchReply, Ignore, Reply, plan_batch, screen
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     import pydantic
     from mcp.server.auth.provider import AccessToken
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from ._lean import LeanPath
-    from ._lean_sessions import SessionCalls
+    from ._lean_sessions import SessionCall, SessionCalls
 
 __all__ = [
     "DEFAULT_MAX_SESSIONS_PER_TOKEN",
@@ -84,6 +84,7 @@ __all__ = [
     "SessionTable",
     "access_token_of",
     "client_address",
+    "principal_of",
 ]
 
 DEFAULT_MAX_SESSIONS_PER_TOKEN: Final = 100
@@ -279,13 +280,30 @@ class SessionTable:
         self._sessions[session_id] = _Session(principal, version, path)
         self._by_principal.setdefault(principal, set()).add(session_id)
 
-    def enter(self, session_id: str | None, principal: str, path: str) -> _Session | None:
-        """A request at `path` for `session_id` by `principal` goes on; its session, if tracked."""
+    def tracked(self, session_id: str | None, principal: str, path: str) -> _Session | None:
+        """`session_id`'s session, if tracked here as opened by `principal` at `path`."""
         session = None if session_id is None else self._sessions.get(session_id)
         if session is None or session.principal != principal or session.path != path:
             return None  # the SDK refuses another principal's session, the app another path (404)
-        session.in_flight += 1
         return session
+
+    def enter(self, session_id: str | None, principal: str, path: str) -> _Session | None:
+        """A request at `path` for `session_id` by `principal` goes on; its session, if tracked."""
+        session = self.tracked(session_id, principal, path)
+        if session is not None:
+            session.in_flight += 1
+        return session
+
+    @contextmanager
+    def serving(self, session_id: str) -> Iterator[None]:
+        """Within the block, a request the session table `tracked` is in flight in `session_id`."""
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session.in_flight += 1
+        try:
+            yield
+        finally:
+            self.leave(session_id, status=200, deleted=False)
 
     def leave(self, session_id: str, *, status: int | None, deleted: bool) -> None:
         """A request for the tracked `session_id` is over, answered with `status`."""
@@ -546,23 +564,36 @@ class Gate:
         send: Send,
     ) -> bool:
         """Serve `message` on the lean path in a session this gate tracks; whether it did."""
-        assert self._in_sessions is not None
-        session = self._sessions.enter(session_id, _principal(scope), scope["path"])
+        token = access_token_of(scope)
+        answer = self.session_call(headers, message, token, session_id, scope["path"])
+        if answer is None:
+            return False
+        await answer(scope, receive, send)
+        return True
+
+    def session_call(
+        self,
+        headers: Headers,
+        message: Any,
+        token: AccessToken | None,
+        session_id: str,
+        path: str,
+    ) -> SessionCall | None:
+        """The lean path's answer to `message`, a POST to `path` in the 2025-era session
+        `session_id` sent with `token`; None: the SDK's to answer (or to refuse).
+
+        The session must be one this gate tracks for the token's principal at
+        `path`; while the answer streams, it counts as a request in flight. The
+        wire's fast handler asks it too (`actors.server._http`).
+        """
+        if self._in_sessions is None:
+            return None
+        session = self._sessions.tracked(session_id, principal_of(token), path)
         if session is None:
-            return False  # the SDK's to refuse: unknown, another principal's, another path
-        status: int | None = None
-        try:
-            token = access_token_of(scope)
-            answer = self._in_sessions.answer(
-                scope, headers, message, token, session_id, session.version
-            )
-            if answer is None:
-                return False
-            status = answer.status_code
-            await answer(scope, receive, send)
-            return True
-        finally:
-            self._sessions.leave(session_id, status=status, deleted=False)
+            return None  # the SDK's to refuse: unknown, another principal's, another path
+        return self._in_sessions.answer(
+            headers, message, token, session_id, session.version, self._sessions.serving(session_id)
+        )
 
     async def _forward(
         self,
@@ -752,7 +783,11 @@ class Gate:
 
 def _principal(scope: Scope) -> str:
     """Whose sessions a request counts against: its token's label, or every anonymous client."""
-    token = access_token_of(scope)
+    return principal_of(access_token_of(scope))
+
+
+def principal_of(token: AccessToken | None) -> str:
+    """Whose sessions a request with `token` counts against (None: an anonymous one's)."""
     return ANONYMOUS if token is None else token.client_id
 
 

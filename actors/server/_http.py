@@ -26,6 +26,7 @@ import pydantic_core
 import trio
 from mcp import types
 from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
@@ -53,10 +54,10 @@ from ._mcp import McpAdapter, connection_of
 from ._oauth import OAuthResource
 from ._ops import OpsRoutes, serve_asgi
 from ._options import LOOPBACK_NAMES, is_loopback
-from ._wire import WireLimits
+from ._wire import FastStream, WireLimits
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from mcp.server.context import ServerRequestContext
     from starlette.types import ASGIApp, Scope
@@ -88,6 +89,8 @@ MCP_PATH: Final = "/mcp"
 """Where the Streamable HTTP endpoint is mounted."""
 # Once calls have drained, open connections (idle SSE streams) get this long.
 _HTTP_CLOSE_GRACE: Final = 1.0
+_SESSION_HEADER: Final = MCP_SESSION_ID_HEADER.encode()
+_JSON: Final = b"application/json"
 
 
 def _digest(token: str) -> bytes:
@@ -341,7 +344,10 @@ def _http_apps(
         trusted_proxies=options.trusted_proxies,
     )
     front = Front(gated if wrap is None else wrap(gated), rules, refusals)
-    return _HttpApps(front, None if gate.lean is None else LeanWire(rules, gate, gate.lean))
+    fast = (
+        None if gate.lean is None else LeanWire(rules, gate, gate.lean, options.session_id_prefix)
+    )
+    return _HttpApps(front, fast)
 
 
 @final
@@ -350,17 +356,23 @@ class LeanWire:
 
     A POST to `MCP_PATH` goes through the checks `Front` and the `Gate` make
     (``Host``, ``Origin``, bearer token, ``Content-Type``, the body as JSON),
-    the very functions they call, then to the lean path. Whatever one of them
-    would refuse, or the lean path leaves to the SDK, is handed on (None) to
-    the ASGI app, which checks it again, answers it, and logs the refusal:
-    so a refusal's words and its log line have one source, at the cost of
-    checking a refused request twice.
+    the very functions they call, then to the lean path: a 2026-era request
+    as the `Gate` hands it to `LeanPath`, one in a 2025-era session as it
+    hands it to `Gate.session_call` (its ``Mcp-Session-Id`` first losing this
+    front's prefix, when it has one, as `actors.server._prefix` does).
+    Whatever one of them would refuse, or the lean path leaves to the SDK, is
+    handed on (None) to the ASGI app, which checks it again, answers it, and
+    logs the refusal: so a refusal's words and its log line have one source,
+    at the cost of checking a refused request twice.
     """
 
-    def __init__(self, rules: FrontRules, gate: Gate, lean: LeanPath) -> None:
+    def __init__(
+        self, rules: FrontRules, gate: Gate, lean: LeanPath, session_prefix: str | None
+    ) -> None:
         self._rules = rules
         self._gate = gate
         self._lean = lean
+        self._marker = None if session_prefix is None else _prefix.marker(session_prefix)
 
     async def __call__(
         self,
@@ -369,14 +381,16 @@ class LeanWire:
         raw: RawHeaders,
         body: bytes,
         client: tuple[str, int] | None,
-    ) -> FastAnswer | None:
+    ) -> FastAnswer | FastStream | None:
         """The answer to the request, or None: the app's to answer."""
         del client  # the checks here need no address; the refusals' log lines are the app's
         if method != "POST" or path != MCP_PATH:
             return None
-        headers = Headers(raw=raw)
-        if headers.get(MCP_PROTOCOL_VERSION_HEADER) not in MODERN_PROTOCOL_VERSIONS:
-            return None  # what the lean path checks first: the SDK's to answer
+        headers = _IndexedHeaders(raw)
+        modern = headers.get(MCP_PROTOCOL_VERSION_HEADER) in MODERN_PROTOCOL_VERSIONS
+        session_id = None if modern else self._session_id(headers)
+        if not modern and session_id is None:
+            return None  # the SDK's to answer: an initialize, or no session of this front's
         if self._rules.refusal(headers) is not None:
             return None
         if not headers.get("content-type", "").startswith("application/json"):
@@ -388,10 +402,55 @@ class LeanWire:
             message = pydantic_core.from_json(body)
         except ValueError:
             return None
+        if session_id is not None:
+            return self._in_session(headers, message, token, session_id)
         answer = await self._lean.answer(headers, message, token)
         if answer is None:
             return None
-        return answer.status_code, answer.raw_headers, bytes(answer.body)
+        length = b"%d" % len(answer.body)
+        return answer.status, ((b"content-type", _JSON), (b"content-length", length)), answer.body
+
+    def _session_id(self, headers: Headers) -> str | None:
+        """The SDK's id of the session a request names; None if it names none of this front's."""
+        shown = headers.getlist(MCP_SESSION_ID_HEADER)
+        if len(shown) != 1:
+            return None
+        if self._marker is None:
+            return shown[0]
+        return shown[0].removeprefix(self._marker) if shown[0].startswith(self._marker) else None
+
+    def _in_session(
+        self, headers: Headers, message: Any, token: AccessToken | None, session_id: str
+    ) -> FastStream | None:
+        """The streamed answer to `message` in the session `session_id`, or None."""
+        call = self._gate.session_call(headers, message, token, session_id, MCP_PATH)
+        if call is None:
+            return None
+        answered: Sequence[tuple[bytes, bytes]] = call.headers
+        if self._marker is not None:
+            shown = (self._marker + session_id).encode()
+            answered = tuple((k, shown if k == _SESSION_HEADER else v) for k, v in answered)
+        return FastStream(200, answered, call.stream)
+
+
+@final
+class _IndexedHeaders(Headers):
+    """A request's headers (names in lowercase, as the wire gives them), each looked up in a
+    dict made once: Starlette's scan all of them at every lookup, and the lean path makes a
+    dozen. The first of repeated headers is the one found, as there."""
+
+    def __init__(self, raw: RawHeaders) -> None:
+        super().__init__(raw=raw)
+        index: dict[str, str] = {}
+        for name, value in raw:
+            index.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+        self._index = index
+
+    def __getitem__(self, key: str) -> str:
+        return self._index[key.lower()]
+
+    def __contains__(self, key: Any) -> bool:
+        return isinstance(key, str) and key.lower() in self._index
 
 
 def http_bind(host: str, port: int) -> str:

@@ -31,26 +31,30 @@ parsed, that is exactly:
   method at that version.
 
 Anything else goes on to the SDK, which answers it as before: the lean path
-takes only what it answers exactly as the SDK would, byte for byte in the JSON
-it sends (``tests/test_lean_http.py`` checks that request by request, beside
-the SDK), and leaves every refusal to the SDK's own words.
+takes only what it answers exactly as the SDK would, with the same status and
+the same JSON (``tests/test_lean_http.py`` checks that request by request,
+beside the SDK), and leaves every refusal to the SDK's own words.
 
 The gate asks it after its own checks; so does the wire's fast handler
 (`actors.server._http.LeanWire`), after the same checks, so that on our own
 server such a request never becomes an ASGI scope.
 
-The answer is one ``application/json`` body. The SDK answers these the same
-way (it switches to a stream only for a handler that sends notifications, or
-after 15 s of silence, to ping through idle proxies); a plain call's silence
-is bounded by the runtime's call timeout instead.
+The answer is one ``application/json`` body (`LeanReply`), the same JSON the
+SDK sends (written by pydantic-core, as the SDK's models write theirs). The SDK
+answers these the same way (it switches to a stream only for a handler that
+sends notifications, or after 15 s of silence, to ping through idle proxies); a
+plain call's silence is bounded by the runtime's call timeout instead.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import TYPE_CHECKING, Any, Final, final
 
+import attrs
 import pydantic
+import pydantic_core
 from mcp.server.runner import modern_error_data
 from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.exceptions import MCPError
@@ -73,23 +77,44 @@ if TYPE_CHECKING:
 
     from mcp.server.auth.provider import AccessToken
     from starlette.datastructures import Headers
+    from starlette.types import Receive, Scope, Send
 
     from protocol import Caller
 
     from ._mcp import McpAdapter
 
-__all__ = ["LEAN_METHODS", "LeanPath"]
+__all__ = ["LEAN_METHODS", "LeanPath", "LeanReply"]
 
 LEAN_METHODS: Final = frozenset({"tools/call", "tools/list"})
 """The methods the lean path answers itself (when the request is one it fully understands)."""
 _ENVELOPE_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params"})
 _CALL_PARAMS: Final = frozenset({"name", "arguments", "_meta"})
 _PARAM_HEADER: Final = MCP_PARAM_HEADER_PREFIX.lower()
+_JSON: Final = "application/json"
 
 
 def _dumped(value: object) -> bytes:
-    """JSON as the SDK's 2026-era entry writes it."""
-    return json.dumps(value, separators=(",", ":")).encode()
+    """Compact JSON: the same JSON as the SDK's 2026-era entry writes (with `json`).
+
+    pydantic-core writes it about 8 times quicker. The value is the same; the
+    bytes may differ where JSON lets them (text beyond ASCII as UTF-8 rather
+    than escaped, ``0.00001`` for ``1e-05``).
+    """
+    return pydantic_core.to_json(value)
+
+
+@final
+@attrs.frozen
+class LeanReply:
+    """The lean path's answer to a request: an ``application/json`` body and its status."""
+
+    status: int
+    body: bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Send it as an ASGI app."""
+        response = Response(self.body, status_code=self.status, media_type=_JSON)
+        await response(scope, receive, send)
 
 
 @final
@@ -119,7 +144,7 @@ class LeanPath:
 
     async def answer(
         self, headers: Headers, message: Any, token: AccessToken | None
-    ) -> Response | None:
+    ) -> LeanReply | None:
         """The response to `message` (the parsed body of a POST with `headers`, sent with
         `token`), or None: the SDK's to answer."""
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
@@ -128,7 +153,7 @@ class LeanPath:
         # The SDK's own checks, in its order.
         if not accepts_both(headers) or find_duplicated_routing_header(headers.items()):
             return None
-        verdict = classify_inbound_request(message, headers=dict(headers))
+        verdict = classify_inbound_request(message, headers=headers)
         if isinstance(verdict, InboundLadderRejection):
             return None
         if not valid_params(message, verdict.protocol_version):
@@ -187,7 +212,7 @@ class LeanPath:
         request_id: str | int,
         params: dict[str, Any],
         version: str,
-    ) -> Response | None:
+    ) -> LeanReply | None:
         if not self.plain_call(params) or self._may_route_by_header(params["name"], headers):
             return None
         try:
@@ -237,8 +262,15 @@ class LeanPath:
 
 def accepts_both(headers: Headers) -> bool:
     """Whether a request accepts JSON and SSE, as the SDK's transport requires of a POST."""
-    # The SDK's function reads a Request's headers only: these, as a minimal scope.
-    has_json, has_sse = check_accept_headers(Request({"type": "http", "headers": headers.raw}))
+    return _accepts_both(headers.get("accept", ""))
+
+
+# A client sends the same Accept with every request; at most this many are remembered.
+@functools.lru_cache(maxsize=64)
+def _accepts_both(accept: str) -> bool:
+    # The SDK's function reads a Request's Accept header only: this one, in a minimal scope.
+    scope = {"type": "http", "headers": [(b"accept", accept.encode("latin-1"))]}
+    has_json, has_sse = check_accept_headers(Request(scope))
     return has_json and has_sse
 
 
@@ -256,11 +288,10 @@ def _dumped_model(model: pydantic.BaseModel) -> dict[str, Any]:
     return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
-def _ok(request_id: str | int, result: Mapping[str, Any]) -> Response:
-    return Response(LeanPath.reply(request_id, result), media_type="application/json")
+def _ok(request_id: str | int, result: Mapping[str, Any]) -> LeanReply:
+    return LeanReply(200, LeanPath.reply(request_id, result))
 
 
-def _error(request_id: str | int, error: MCPError) -> Response:
+def _error(request_id: str | int, error: MCPError) -> LeanReply:
     status = ERROR_CODE_HTTP_STATUS.get(modern_error_data(error).code, 200)
-    body = LeanPath.error_reply(request_id, error)
-    return Response(body, status_code=status, media_type="application/json")
+    return LeanReply(status, LeanPath.error_reply(request_id, error))

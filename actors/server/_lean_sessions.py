@@ -47,6 +47,7 @@ from ._lean import accepts_both, valid_params
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from contextlib import AbstractContextManager
 
     from mcp.server.auth.provider import AccessToken
     from mcp.server.streamable_http import StreamableHTTPServerTransport
@@ -59,8 +60,9 @@ if TYPE_CHECKING:
     from ._events import BoundedEventStore, SessionScopes
     from ._lean import LeanPath
     from ._mcp import McpAdapter
+    from ._wire import BodySend
 
-__all__ = ["SessionCalls"]
+__all__ = ["SessionCall", "SessionCalls"]
 
 _PRIMED_FROM: Final = "2025-11-25"
 """The first version whose clients read a priming event (an event without data)."""
@@ -69,6 +71,7 @@ _SSE_HEADERS: Final = (
     (b"cache-control", b"no-cache, no-transform"),
     (b"connection", b"keep-alive"),
 )
+_SESSION_HEADER: Final = MCP_SESSION_ID_HEADER.lower().encode()
 
 
 @final
@@ -93,16 +96,18 @@ class SessionCalls:
 
     def answer(
         self,
-        scope: Scope,
         headers: Headers,
         message: Any,
         token: AccessToken | None,
         session_id: str,
         negotiated: str,
-    ) -> _SessionCall | None:
-        """The ASGI answer to `message` in the session `session_id`, or None: the SDK's.
+        held: AbstractContextManager[object],
+    ) -> SessionCall | None:
+        """The answer to `message`, sent with `token`, in the session `session_id`, or None:
+        the SDK's.
 
-        `negotiated` is the version its ``initialize`` settled (the gate's session table).
+        `negotiated` is the version its ``initialize`` settled (the gate's session
+        table), `held` what keeps the gate counting the request in flight meanwhile.
         """
         sent = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if sent is not None and sent not in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -114,11 +119,11 @@ class SessionCalls:
             return None
         if message["method"] == "tools/call" and not self._lean.plain_call(params):
             return None
-        transport = self._sessions.live(session_id, scope)
+        transport = self._sessions.live(session_id, token)
         if transport is None:
             return None
         caller = self._identify(token, session_id)
-        return _SessionCall(self, transport, message, caller, session_id, negotiated)
+        return SessionCall(self, transport, message, caller, token, session_id, negotiated, held)
 
     async def result(self, message: dict[str, Any], caller: Caller, version: str) -> bytes:
         """The JSON-RPC reply to `message`, in JSON, at the session's `version`."""
@@ -136,8 +141,12 @@ class SessionCalls:
 
 
 @final
-class _SessionCall:
-    """One answer in a session: an SSE stream with a priming event, then the reply."""
+class SessionCall:
+    """One answer in a session: an SSE stream with a priming event, then the reply.
+
+    The wire's fast handler sends its pieces (`stream`) behind the `headers`;
+    as an ASGI app, it sends them as ASGI messages.
+    """
 
     def __init__(
         self,
@@ -145,39 +154,62 @@ class _SessionCall:
         transport: StreamableHTTPServerTransport,
         message: dict[str, Any],
         caller: Caller,
+        token: AccessToken | None,
         session_id: str,
         version: str,
+        held: AbstractContextManager[object],
     ) -> None:
         self._calls = calls
         self._transport = transport
         self._message = message
         self._caller = caller
-        self._session_id = session_id
+        self._token = token
         self._version = version
-        self.status_code: Final = 200
-        """What the gate's session table is told the request was answered with."""
+        self._held = held
+        self._session_id = session_id
+        self.headers: Final = (*_SSE_HEADERS, (_SESSION_HEADER, session_id.encode()))
+        """The response's headers (status 200): an SSE stream in the session."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Stream the answer: headers and priming event first, the reply once it is ready."""
+        """Stream the answer as an ASGI app: headers first, then each piece as it is ready."""
+        started = False
+
+        async def piece(body: bytes, more: bool) -> None:
+            nonlocal started
+            if not started:
+                started = True
+                await send({"type": "http.response.start", "status": 200, "headers": self.headers})
+            await send({"type": "http.response.body", "body": body, "more_body": more})
+
+        await self.stream(piece)
+
+    async def stream(self, send: BodySend) -> None:
+        """Send the body: the priming event (or nothing) at once, the reply once it is ready.
+
+        The first piece goes before the call runs, even when it is empty: it starts the
+        response, which a proxy in front waits for.
+        """
         stream_id = str(self._message["id"])
         events = self._calls._events
-        headers = [*_SSE_HEADERS, (MCP_SESSION_ID_HEADER.encode(), self._session_id.encode())]
         with (
+            self._held,
             _SdkSessions.in_flight(self._transport),
-            self._calls._scopes.session(self._session_id, scope),
+            self._calls._scopes.session(self._session_id, self._token),
         ):
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            primed = b""
             if self._version >= _PRIMED_FROM:  # the dates of versions compare as strings
-                primed = events.store_json(stream_id, None)
-                retry = f"id: {primed}\r\nretry: {RETRY_INTERVAL_MS}\r\ndata: \r\n\r\n"
-                await send(
-                    {"type": "http.response.body", "body": retry.encode(), "more_body": True}
+                event_id = events.store_json(stream_id, None)
+                primed = b"id: %b\r\nretry: %d\r\ndata: \r\n\r\n" % (
+                    event_id.encode(),
+                    RETRY_INTERVAL_MS,
                 )
+            await send(primed, True)
             reply = await self._calls.result(self._message, self._caller, self._version)
             event_id = events.store_json(stream_id, reply)
             self._to_resumed_stream(stream_id, reply, event_id)
-            event = b"id: %b\r\nevent: message\r\ndata: %b\r\n\r\n" % (event_id.encode(), reply)
-            await send({"type": "http.response.body", "body": event, "more_body": False})
+            await send(
+                b"id: %b\r\nevent: message\r\ndata: %b\r\n\r\n" % (event_id.encode(), reply), False
+            )
 
     def _to_resumed_stream(self, stream_id: str, reply: bytes, event_id: str) -> None:
         """Hand the reply to a stream the client resumed while the call ran, if there is one.
@@ -202,14 +234,15 @@ class _SdkSessions:
     def __init__(self, manager: StreamableHTTPSessionManager) -> None:
         self._manager = manager
 
-    def live(self, session_id: str, scope: Scope) -> StreamableHTTPServerTransport | None:
-        """The transport of `session_id` if the SDK would serve this request in it."""
+    def live(
+        self, session_id: str, token: AccessToken | None
+    ) -> StreamableHTTPServerTransport | None:
+        """The transport of `session_id` if the SDK would serve a request with `token` in it."""
         manager = self._manager
         transport = manager._server_instances.get(session_id)
         if transport is None or transport.is_terminated:
             return None
-        user = scope.get("user")
-        requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+        requestor = None if token is None else authorization_context(AuthenticatedUser(token))
         if requestor != manager._session_owners.get(session_id):
             return None
         idle = transport.idle_scope

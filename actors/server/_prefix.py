@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
     from ._gate import RefusalLog
 
-__all__ = ["SEPARATOR", "SessionIdPrefix", "check_session_id_prefix"]
+__all__ = ["SEPARATOR", "SessionIdPrefix", "check_session_id_prefix", "marker"]
 
 SEPARATOR: Final = "."
 """What joins a front's prefix to the SDK's session id; never part of a prefix."""
@@ -81,6 +81,11 @@ def check_session_id_prefix(prefix: str) -> None:
         raise ValueError(msg)
 
 
+def marker(prefix: str) -> str:
+    """What the ids of a front with `prefix` start with, as clients see them."""
+    return prefix + SEPARATOR
+
+
 @final
 class SessionIdPrefix:
     """ASGI layer around the gate: the SDK's session ids shown as ``<prefix>.<id>``.
@@ -91,7 +96,7 @@ class SessionIdPrefix:
     def __init__(self, app: ASGIApp, prefix: str, refusals: RefusalLog) -> None:
         check_session_id_prefix(prefix)
         self._app = app
-        self._marker = (prefix + SEPARATOR).encode("ascii")
+        self._marker = marker(prefix).encode("ascii")
         self._refusals = refusals
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

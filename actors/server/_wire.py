@@ -94,6 +94,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import urllib.parse
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, final
@@ -109,8 +110,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
+    "BodySend",
     "FastAnswer",
     "FastHandler",
+    "FastStream",
     "RawHeaders",
     "WireLimits",
     "serve_wire",
@@ -125,8 +128,29 @@ RawHeaders: TypeAlias = "list[tuple[bytes, bytes]]"
 """Header names (lowercase) and values, in the order they came."""
 FastAnswer: TypeAlias = "tuple[int, Sequence[tuple[bytes, bytes]], bytes]"
 """A fast handler's response: status, headers (with ``content-length``), body."""
+BodySend: TypeAlias = "Callable[[bytes, bool], Awaitable[None]]"
+"""``(piece, more)``: send the next piece of a streamed body; ``more`` False for the last."""
+
+
+@final
+@attrs.frozen
+class FastStream:
+    """A fast handler's streamed response: its head, then the pieces `body` sends.
+
+    `body` is called as soon as the handler returns, with nothing awaited in
+    between: what it holds while it streams, it may take in the handler. The
+    head goes with its first piece; each piece is one write, framed as a chunk.
+    """
+
+    status: int
+    headers: Sequence[tuple[bytes, bytes]]
+    """Without framing (``content-length``, ``transfer-encoding``): the wire adds it."""
+    body: Callable[[BodySend], Awaitable[None]]
+
+
 FastHandler: TypeAlias = (
-    "Callable[[str, str, RawHeaders, bytes, tuple[str, int] | None], Awaitable[FastAnswer | None]]"
+    "Callable[[str, str, RawHeaders, bytes, tuple[str, int] | None], "
+    "Awaitable[FastAnswer | FastStream | None]]"
 )
 """``(method, path, headers, body, client) -> answer | None``: ``None`` leaves it to the app."""
 
@@ -414,6 +438,7 @@ class _Connection:
         self._drain = False
         """Close with a lingering drain: the client may still be sending."""
         self._idle_since = trio.current_time()
+        self._fd = stream.socket.fileno()
         try:
             self._client = _address(stream.socket.getpeername())
             self._local = _address(stream.socket.getsockname())
@@ -524,6 +549,18 @@ class _Connection:
         """Send `data`; False (and the client counted gone) if it cannot be."""
         if self._gone.is_set():
             return False
+        # Most writes fit the socket's buffer: one non-blocking write, without the timeout's
+        # cancel scope and the two scheduler round trips of send_all. The rest, if any, waits.
+        try:
+            written = os.write(self._fd, data)
+        except BlockingIOError:
+            written = 0
+        except OSError:
+            self._lost()
+            return False
+        if written == len(data):
+            return True
+        data = data[written:]
         with trio.move_on_after(self._limits.send_timeout) as waiting:
             try:
                 await self._stream.send_all(data)
@@ -563,6 +600,8 @@ class _Connection:
                 logger.exception("http: the fast handler failed on %s", request.method)
                 await self._write(_plain(500, "internal server error"))
                 return False
+            if isinstance(answer, FastStream):
+                return await self._stream_fast(request, answer)
             if answer is not None:
                 return await self._send_fast(request, answer)
         bridge = _Bridge(self, request)
@@ -572,7 +611,7 @@ class _Connection:
             nursery.cancel_scope.cancel()
         return bridge.keeps_alive
 
-    async def _fast(self, request: _Request, fast: FastHandler) -> FastAnswer | None:
+    async def _fast(self, request: _Request, fast: FastHandler) -> FastAnswer | FastStream | None:
         path = urllib.parse.unquote(request.target.partition(b"?")[0].decode("latin-1"))
         return await fast(request.method, path, request.headers, request.body, self._client)
 
@@ -583,6 +622,38 @@ class _Connection:
             headers = [*headers, (b"connection", b"close")]
         sent = await self._write(_head(status, headers) + body)
         return sent and not closes
+
+    async def _stream_fast(self, request: _Request, answer: FastStream) -> bool:
+        """Stream `answer`, chunked (HTTP/1.0: to the connection's end); whether it may go on."""
+        chunked = request.http_version == "1.1"
+        closes = self._closes_after(request) or not chunked
+        headers = [(name, value) for name, value in answer.headers if name != b"connection"]
+        headers.append((b"connection", b"close" if closes else b"keep-alive"))
+        if chunked:
+            headers.append((b"transfer-encoding", b"chunked"))
+        head = _head(answer.status, headers)
+        complete = False
+
+        async def send(piece: bytes, more: bool) -> None:
+            nonlocal head, complete
+            if complete:
+                msg = "a fast stream sent a piece after its last"
+                raise RuntimeError(msg)
+            complete = not more
+            data = head + (_chunk(piece, more=more) if chunked else piece)
+            head = b""
+            await self._write(data)
+
+        try:
+            await answer.body(send)
+        except Exception:
+            logger.exception("http: a fast stream failed on %s", request.method)
+            if head:  # nothing sent yet
+                await self._write(_plain(500, "internal server error"))
+            return False  # else a response cut short: only closing tells the client
+        if not complete:
+            await send(b"", False)
+        return not closes and not self._gone.is_set()
 
 
 @final
@@ -717,10 +788,13 @@ class _Bridge:
         return _head(status, [*headers, *extra])
 
     def _framed(self, body: bytes, *, more: bool) -> bytes:
-        if not self._chunked:
-            return body
-        chunk = b"%x\r\n%b\r\n" % (len(body), body) if body else b""
-        return chunk if more else chunk + b"0\r\n\r\n"
+        return _chunk(body, more=more) if self._chunked else body
+
+
+def _chunk(body: bytes, *, more: bool) -> bytes:
+    """`body` as a chunk of a chunked body (none when empty); the last one ends the body."""
+    chunk = b"%x\r\n%b\r\n" % (len(body), body) if body else b""
+    return chunk if more else chunk + b"0\r\n\r\n"
 
 
 def _is_event_stream(headers: list[tuple[bytes, bytes]]) -> bool:
