@@ -22,10 +22,13 @@ import trio
 import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp.server.streamable_http import check_accept_headers
+from starlette.datastructures import Headers
+from starlette.requests import Request
 
 from actors import Log, Progress, ToolModule
 from actors.server import ServeOptions
-from actors.server._lean import LeanPath, _dumped
+from actors.server._lean import LeanPath, _dumped, accepts_both
 from actors.server._lean_sessions import SessionCalls
 
 from ._mcp_helpers import Era, in_process_http, initialize_request, texts
@@ -490,3 +493,20 @@ _JSON_VALUES = st.recursive(
 def test_the_lean_path_writes_the_json_the_sdk_writes(value: Any) -> None:
     """The quick writer gives the same JSON value as `json`, the SDK's, for any JSON value."""
     assert json.loads(_dumped(value)) == json.loads(json.dumps(value)) == value
+
+
+_MEDIA = st.sampled_from(
+    ["application/json", "text/event-stream", "*/*", "text/*", "application/*", "text/html"]
+)
+_ACCEPTS = st.lists(
+    _MEDIA | st.text(st.characters(max_codepoint=255), max_size=300), max_size=4
+).map(", ".join)
+
+
+@given(_ACCEPTS)
+def test_the_lean_paths_accept_verdict_is_the_sdks(accept: str) -> None:
+    """Remembered or not (long ones are not), the verdict on an Accept is the SDK's own."""
+    for _ in range(2):  # the second time, a short one's verdict is the remembered one
+        headers = Headers({"accept": accept})
+        has_json, has_sse = check_accept_headers(Request({"type": "http", "headers": headers.raw}))
+        assert accepts_both(headers) == (has_json and has_sse)

@@ -91,6 +91,8 @@ _ENVELOPE_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params"})
 _CALL_PARAMS: Final = frozenset({"name", "arguments", "_meta"})
 _PARAM_HEADER: Final = MCP_PARAM_HEADER_PREFIX.lower()
 _JSON: Final = "application/json"
+_REMEMBERED_ACCEPT: Final = 256
+"""The longest ``Accept`` whose verdict `accepts_both` remembers (64 at most)."""
 
 
 def _dumped(value: object) -> bytes:
@@ -262,16 +264,22 @@ class LeanPath:
 
 def accepts_both(headers: Headers) -> bool:
     """Whether a request accepts JSON and SSE, as the SDK's transport requires of a POST."""
-    return _accepts_both(headers.get("accept", ""))
+    accept = headers.get("accept", "")
+    # A client sends the same Accept with every request: its verdict is remembered, for
+    # the usual short ones only, so that no client can fill memory with long ones.
+    if len(accept) <= _REMEMBERED_ACCEPT:
+        return _remembered_accepts_both(accept)
+    return _accepts_both(accept)
 
 
-# A client sends the same Accept with every request; at most this many are remembered.
-@functools.lru_cache(maxsize=64)
 def _accepts_both(accept: str) -> bool:
     # The SDK's function reads a Request's Accept header only: this one, in a minimal scope.
     scope = {"type": "http", "headers": [(b"accept", accept.encode("latin-1"))]}
     has_json, has_sse = check_accept_headers(Request(scope))
     return has_json and has_sse
+
+
+_remembered_accepts_both: Final = functools.lru_cache(maxsize=64)(_accepts_both)
 
 
 def valid_params(message: dict[str, Any], version: str) -> bool:
