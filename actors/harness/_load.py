@@ -336,11 +336,10 @@ async def _open_caller(
 
 
 async def _schedule(
-    phase: _Phase, send: trio.MemorySendChannel[tuple[int, float]], until: float
+    phase: _Phase, send: trio.MemorySendChannel[tuple[int, float]], start: float, until: float
 ) -> None:
     """Hand out the due calls at the plan's rate, never waiting for a caller to be free."""
     assert phase.plan.rate is not None, "an open loop has a rate"
-    start = trio.current_time()
     async with send:
         while True:
             due = start + phase.next_call / phase.plan.rate
@@ -358,14 +357,15 @@ async def _run_phase(
 ) -> _Recorder:
     """One phase: `seconds` long, or the plan's calls when None."""
     phase = _Phase(sessions, plan, _Recorder())
-    until = math.inf if seconds is None else trio.current_time() + seconds
+    start = trio.current_time()
+    until = math.inf if seconds is None else start + seconds
     async with trio.open_nursery() as nursery:
         if plan.open_loop:
             send, receive = trio.open_memory_channel[tuple[int, float]](math.inf)
             async with receive:
                 for caller in range(plan.callers):
                     nursery.start_soon(_open_caller, phase, caller, receive.clone(), until)
-            nursery.start_soon(_schedule, phase, send, until)
+            nursery.start_soon(_schedule, phase, send, start, until)
         else:
             for caller in range(plan.callers):
                 nursery.start_soon(_closed_caller, phase, caller, until)
