@@ -139,12 +139,17 @@ class Latency:
     """Latency percentiles of the answered calls, microseconds."""
 
     p50: int
+    """The median."""
     p90: int
+    """The 90th percentile."""
     p99: int
+    """The 99th percentile."""
     p999: int
     """The 99.9th percentile."""
     max: int
+    """The slowest answer."""
     mean: float
+    """The mean."""
     histogram: str
     """The whole HDR histogram, in HdrHistogram's compressed base64 form (readable by
     every HdrHistogram library, e.g. ``HdrHistogram.decode``)."""
@@ -158,6 +163,7 @@ class LoadResult:
     target: str
     """What was loaded: a command, a URL, modules."""
     plan: LoadPlan
+    """The load that was put on the target."""
     calls: int
     """Calls made and answered (or timed out) in the measured phase, errors included."""
     errors: dict[str, int]
@@ -165,6 +171,7 @@ class LoadResult:
     seconds: float
     """The measured phase's wall time, its first call's start to its last answer."""
     latency: Latency
+    """The answered calls' latency (an open loop's from their due times)."""
     late: int
     """Open loop: calls started more than `LATE_AFTER` after they were due."""
     dropped: int
@@ -176,7 +183,9 @@ class LoadResult:
     client_cpu_seconds: float
     """CPU time of this process (the load generator and the SDK client) over the phase."""
     load_before: MachineLoad
+    """The machine's load as the measured phase began."""
     load_after: MachineLoad
+    """The machine's load as it ended."""
 
     @property
     def calls_per_second(self) -> float:
