@@ -57,6 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MODULE = "tests._harness_module:harness"
 BENCH = (sys.executable, "-m", "actors", "bench")
 FASTMCP_SCRIPT = ROOT / "benchmarks" / "_fastmcp_server.py"
+TOKEN = "harness-test-token-0123456789"
 GUARD = 120  # seconds a whole bench command may take on a busy machine before the test fails
 
 
@@ -120,7 +121,7 @@ async def test_stdio_serve_counts_exactly_the_calls_asked_over_a_process_per_ses
         if line.startswith("making"):  # the sessions are open: their servers are running
             processes.append(target.server_pids)
 
-    plan = LoadPlan(mix=_echo(), sessions=2, callers=2, calls=7, seed=1)
+    plan = LoadPlan(mix=_echo(), sessions=2, callers=2, calls=7, warmup=0.2, seed=1)
     result = await run_load(target, plan, describe="serve", progress=progress)
     assert result.calls == 7
     assert _histogram_count(result) == 7
@@ -229,9 +230,10 @@ def test_bench_over_http_prints_the_table_and_writes_the_json(tmp_path: Path) ->
         '[[call]]\ntool = "harness__echo"\narguments = { text = "{session}/{n}" }\nweight = 3\n'
         '[[call]]\ntool = "harness__fail"\nweight = 1\n'
     )
+    # With a token the server refuses a request without it: every call carries it.
     done = _bench(
         *("--module", MODULE, "--http", "--mix", str(mix), "--sessions", "2", "--callers", "2"),
-        *("--calls", "8", "--seed", "3", "--json", str(output)),
+        *("--calls", "8", "--seed", "3", "--json", str(output), "--token", TOKEN),
     )
     assert done.returncode == 0, done.stderr
     figures = json.loads(output.read_text())
@@ -252,6 +254,34 @@ def test_bench_over_http_prints_the_table_and_writes_the_json(tmp_path: Path) ->
     # Not a terminal: plain lines, one per figure, the calls among them.
     assert re.search(r"^calls +8 in ", done.stdout, re.MULTILINE), done.stdout
     assert re.search(r"^server CPU/call +[\d,.]+ (µs|ms)$", done.stdout, re.MULTILINE)
+
+
+def test_a_bench_ended_by_sigterm_stops_its_server_and_says_nothing_was_measured() -> None:
+    marker = f"HARNESS_TEST_{uuid.uuid4().hex}"
+    bench = subprocess.Popen(
+        [*BENCH, "--module", MODULE, "--http", "--tool", "harness__echo", "--duration", "600"],
+        cwd=ROOT,
+        env={**os.environ, marker: "1"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert bench.stderr is not None
+        lines = []
+        while not lines or "measuring for 600 s" not in lines[-1]:
+            lines.append(bench.stderr.readline())
+            assert lines[-1], f"bench ended before measuring: {lines}"
+        assert len(_running_with(marker)) == 2, "bench and its server"
+        bench.terminate()
+        assert bench.wait(timeout=GUARD) == 130
+        assert "interrupted: nothing measured" in bench.stderr.read()
+    finally:
+        bench.kill()
+        bench.wait()
+        bench.stderr.close()  # type: ignore[union-attr]
+    assert _running_with(marker) == []
 
 
 def test_bench_runs_a_stdio_command_per_session(tmp_path: Path) -> None:

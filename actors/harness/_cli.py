@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -13,7 +14,8 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from .._argparse import Parser
-from ._load import LoadPlan, run_load
+from ..server._cli import _positive_int, _positive_seconds, _seconds_or_zero
+from ._load import LoadPlan, first_of_ours, run_load
 from ._mix import MixError, load_mix, one_tool_mix
 from ._report import print_report, write_json
 from ._targets import HttpTarget, StdioTarget, TargetError, serve_command, serve_module_http
@@ -59,35 +61,13 @@ examples:
 """
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        msg = f"must be a whole number of at least 1, got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def _positive(text: str) -> float:
+def _rate(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not 0 < value < math.inf:
-        msg = f"must be a positive number, got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def _seconds_or_zero(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value < math.inf:
-        msg = f"must be zero or a positive number of seconds, got {text!r}"
+        msg = f"must be a positive number of calls per second, got {text!r}"
         raise argparse.ArgumentTypeError(msg)
     return value
 
@@ -163,7 +143,7 @@ def _add_load_options(cli: argparse.ArgumentParser) -> None:
     length.add_argument(
         "--duration",
         metavar="SECONDS",
-        type=_positive,
+        type=_positive_seconds,
         help=f"measure for this long (default {_DEFAULT_SECONDS:g} s)",
     )
     length.add_argument("--calls", metavar="N", type=_positive_int, help="measure this many calls")
@@ -177,14 +157,14 @@ def _add_load_options(cli: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--rate",
         metavar="CALLS_PER_S",
-        type=_positive,
+        type=_rate,
         help="open loop: this many calls per second on a fixed schedule, latency measured "
         "from each call's due time (default: closed loop)",
     )
     group.add_argument(
         "--timeout",
         metavar="SECONDS",
-        type=_positive,
+        type=_positive_seconds,
         default=30.0,
         help="a call not answered in this long counts as a timeout (default 30)",
     )
@@ -273,7 +253,31 @@ def _describe(args: argparse.Namespace) -> str:
     return f"actors serve {' '.join(args.module)} ({how})"
 
 
-async def _run(args: argparse.Namespace, plan: LoadPlan, prog: str) -> LoadResult:
+async def _run(args: argparse.Namespace, plan: LoadPlan, prog: str) -> LoadResult | None:
+    """The run's result; None if Ctrl-C, SIGTERM or SIGHUP ended it (its servers stopped)."""
+    result = None
+    # A signal cancels the run like any cancellation, so every server is stopped on the way
+    # out; trio's own Ctrl-C handling would raise KeyboardInterrupt wherever the run was.
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def stop_on_signal() -> None:
+                    async for _ in signals:
+                        nursery.cancel_scope.cancel()
+
+                nursery.start_soon(stop_on_signal)
+                result = await _measure(args, plan, prog)
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            ours = first_of_ours(group)
+            if ours is None:
+                raise
+            raise ours from None
+    return result
+
+
+async def _measure(args: argparse.Namespace, plan: LoadPlan, prog: str) -> LoadResult:
     def progress(line: str) -> None:
         print(f"{prog}: {line}", file=sys.stderr, flush=True)
 
@@ -306,6 +310,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors bench") -> i
     except TargetError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
+    if result is None:  # the servers were stopped on the way out
+        print(f"{prog}: interrupted: nothing measured", file=sys.stderr)
+        return 130
     print_report(result)
     if args.json is not None:
         write_json(result, args.json)

@@ -281,12 +281,14 @@ class _Phase:
 
     sessions: Sequence[ClientSession]
     plan: LoadPlan
-    recorder: _Recorder
+    quota: int | None
+    """Calls to make; None: as many as fit in the phase's time."""
+    recorder: _Recorder = attrs.field(factory=_Recorder)
     next_call: int = 0
 
     def take(self) -> int | None:
-        """The next call's number, or None once the plan's calls are all taken."""
-        if self.plan.calls is not None and self.next_call >= self.plan.calls:
+        """The next call's number, or None once the quota is all taken."""
+        if self.quota is not None and self.next_call >= self.quota:
             return None
         self.next_call += 1
         return self.next_call - 1
@@ -365,7 +367,7 @@ async def _run_phase(
     sessions: Sequence[ClientSession], plan: LoadPlan, seconds: float | None
 ) -> _Recorder:
     """One phase: `seconds` long, or the plan's calls when None."""
-    phase = _Phase(sessions, plan, _Recorder())
+    phase = _Phase(sessions, plan, plan.calls if seconds is None else None)
     start = trio.current_time()
     until = math.inf if seconds is None else start + seconds
     async with trio.open_nursery() as nursery:
@@ -450,15 +452,25 @@ async def run_load(
     try:
         return await _run_load(target, plan, describe, progress)
     except BaseExceptionGroup as group:
-        # The sessions' nursery wraps what it raises in groups: a problem of ours (a bad
-        # mix, a server that did not start) is raised as itself, the first of its kind.
-        from ._mix import MixError
-        from ._targets import TargetError
+        ours = first_of_ours(group)
+        if ours is None:
+            raise
+        raise ours from None
 
-        leaves = list(_leaves(group))
-        if leaves and all(isinstance(leaf, MixError | TargetError) for leaf in leaves):
-            raise leaves[0] from None
-        raise
+
+def first_of_ours(group: BaseExceptionGroup[BaseException]) -> Exception | None:
+    """The first `MixError` or `TargetError` in `group` if it holds nothing else, else None.
+
+    Nurseries wrap what they raise in groups: a problem of ours (a bad mix, a server that
+    did not start) is raised as itself, the first of its kind.
+    """
+    from ._mix import MixError
+    from ._targets import TargetError
+
+    leaves = list(_leaves(group))
+    if leaves and all(isinstance(leaf, MixError | TargetError) for leaf in leaves):
+        return leaves[0]  # type: ignore[return-value]  # one of ours
+    return None
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
@@ -487,7 +499,7 @@ async def _run_load(
         pids = _server_pids(target)
         load_before = MachineLoad.now()
         server_before, client_before = trees_cpu_seconds(pids), client_cpu_seconds()
-        recorder = await _run_phase(sessions, plan, plan.duration)
+        recorder = await _run_phase(sessions, plan, plan.duration)  # or the plan's calls
         server_after, client_after = trees_cpu_seconds(pids), client_cpu_seconds()
         load_after = MachineLoad.now()
     server_cpu = None

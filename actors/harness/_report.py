@@ -29,6 +29,10 @@ def _us(value: float | None) -> str:
     return f"{value / 1000:,.2f} ms" if value >= 10_000 else f"{value:,.0f} µs"
 
 
+def _count(number: int, thing: str) -> str:
+    return f"{number:,} {thing}{'s' * (number != 1)}"
+
+
 def _load(result: LoadResult) -> str:
     before, after = result.load_before, result.load_after
     return f"{before.load_1m:.2f} -> {after.load_1m:.2f} (1-min average, {after.cores} cores)"
@@ -44,7 +48,7 @@ def _loop(result: LoadResult) -> str:
 def rows(result: LoadResult) -> list[tuple[str, str]]:
     """The report's (figure, value) rows, in the order shown."""
     plan, latency = result.plan, result.latency
-    size = f"{plan.sessions} sessions, {plan.callers} callers"
+    size = f"{_count(plan.sessions, 'session')}, {_count(plan.callers, 'caller')}"
     errors = ", ".join(f"{kind}: {count}" for kind, count in result.errors.items()) or "none"
     table = [
         ("target", result.target),
