@@ -105,11 +105,12 @@ def _child_marked(marker: str) -> int | None:
 
 @asynccontextmanager
 async def _initialized(read: object, write: object) -> AsyncIterator[ClientSession]:
-    """An SDK ClientSession on a transport's streams, initialized."""
+    """An SDK ClientSession on a transport's streams, initialized (or TooSlowError)."""
     from mcp import ClientSession
 
     async with ClientSession(read, write) as session:  # type: ignore[arg-type]  # the SDK's streams
-        await session.initialize()
+        with trio.fail_after(_STARTUP_SECONDS):  # a server that never answers must not hang us
+            await session.initialize()
         yield session
 
 
