@@ -1,4 +1,4 @@
-"""The tools ``mcp-actors bench``'s tests call: one that answers, one that fails, one that naps.
+"""The tools ``mcp-actors bench``'s tests call: they answer, compare, fail or nap.
 
 Served with ``serve --module tests._harness_module:harness``.
 """
@@ -16,6 +16,14 @@ harness: ToolModule[None] = ToolModule("harness", lambda _context: None)
 def echo(state: None, text: str) -> str:
     """Answer `text`."""
     return text
+
+
+@harness.tool
+def same(state: None, a: str, b: str) -> str:
+    """Answer "same" if `a` equals `b`, else fail: a template's check on the server's side."""
+    if a != b:
+        raise ToolError(f"{a!r} is not {b!r}")
+    return "same"
 
 
 @harness.tool

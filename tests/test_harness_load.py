@@ -31,6 +31,7 @@ from actors.harness import (
     MixCall,
     MixError,
     StdioTarget,
+    TargetError,
     load_mix,
     one_tool_mix,
     run_load,
@@ -166,6 +167,27 @@ async def test_errors_are_counted_by_kind() -> None:
     weighted_errors = runs["weighted"].errors
     assert set(weighted_errors) == {"tool error (isError)"}
     assert 0 < weighted_errors["tool error (isError)"] < 30, "both weighted entries are drawn"
+
+
+@pytest.mark.usefixtures("no_process_left")
+async def test_setup_calls_fill_placeholders_for_their_own_session(tmp_path: Path) -> None:
+    path = tmp_path / "mix.toml"
+    path.write_text(
+        '[[setup]]\ntool = "harness__echo"\narguments = { text = "s{session}" }\nname = "sid"\n'
+        '[[setup]]\ntool = "harness__echo"\narguments = { text = "{sid}!" }\nname = "loud"\n'
+        '[[call]]\ntool = "harness__same"\n'
+        'arguments = { a = "{sid}/{loud}", b = "s{session}/s{session}!" }\n'
+    )
+    failing = MixOf(_echo().calls, "failing setup", (MixCall("harness__fail"),))
+    async with serve_module_http([MODULE], "memory") as target:
+        plan = LoadPlan(mix=load_mix(path), sessions=3, callers=3, calls=9)
+        result = await run_load(target, plan, describe="setup")
+        with pytest.raises(
+            TargetError,
+            match=r"session 0: setup 1 \(harness__fail\) answered an error: this tool fails",
+        ):
+            await run_load(target, LoadPlan(mix=failing, calls=1), describe="failing setup")
+    assert (result.calls, result.errors) == (9, {}), "harness__same fails unless filled right"
 
 
 @pytest.mark.usefixtures("no_process_left")
@@ -322,13 +344,20 @@ def fastmcp() -> str:
     return python
 
 
-def test_bench_loads_a_fastmcp_server_over_http_and_reads_its_cpu(
+def test_bench_loads_a_fastmcp_servers_session_state_over_http_and_reads_its_cpu(
     fastmcp: str, tmp_path: Path
 ) -> None:
     # As benchmarks/_over_http.py runs it: -I keeps this project off FastMCP's path;
     # uvicorn prints the port it bound.
     argv = [fastmcp, "-I", str(FASTMCP_SCRIPT), "memory", "--http", "0", "--quiet"]
     log = tmp_path / "fastmcp.log"
+    # FastMCP's state is keyed by a session id its create_session mints: one per session.
+    mix = tmp_path / "mix.toml"
+    mix.write_text(
+        '[[setup]]\ntool = "create_session"\nname = "sid"\n'
+        '[[call]]\ntool = "create_goal"\narguments = { session_id = "{sid}", goal = "g{n}" }\n'
+        '[[call]]\ntool = "list_goals"\narguments = { session_id = "{sid}" }\n'
+    )
     with log.open("wb") as sink:
         server = subprocess.Popen(argv, stdout=sink, stderr=sink, stdin=subprocess.DEVNULL)
     try:
@@ -336,8 +365,7 @@ def test_bench_loads_a_fastmcp_server_over_http_and_reads_its_cpu(
         output = tmp_path / "bench.json"
         done = _bench(
             *("--url", f"http://127.0.0.1:{port}/mcp", "--server-pid", str(server.pid)),
-            *("--tool", "create_session", "--sessions", "2", "--calls", "6"),
-            *("--json", str(output)),
+            *("--mix", str(mix), "--sessions", "2", "--calls", "6", "--json", str(output)),
         )
     finally:
         server.kill()
@@ -381,6 +409,18 @@ def _wait_for_port(log: Path, server: subprocess.Popen[bytes]) -> int:
         ("[[call]\n", "not valid TOML"),
         ('[[call]]\ntool = "t"\narguments = { a = ["{x:q}"] }\n', "unknown placeholder {x}"),
         ('[[call]]\ntool = "t"\narguments = { a = "{n:q}" }\n', "is not a valid template"),
+        ('[[setup]]\ntool = "s"\nname = "a b"\n[[call]]\ntool = "t"\n', "setup 1 (s): 'name' must"),
+        ('[[setup]]\ntool = "s"\nname = "n"\n[[call]]\ntool = "t"\n', "the name 'n' is taken"),
+        (
+            '[[setup]]\ntool = "s"\nweight = 2\n[[call]]\ntool = "t"\n',
+            "setup 1: unknown key(s) weight",
+        ),
+        (
+            '[[setup]]\ntool = "s"\narguments = { a = "{later}" }\n'
+            '[[setup]]\ntool = "s"\nname = "later"\n[[call]]\ntool = "t"\n',
+            "setup 1 (s): arguments.a: unknown placeholder {later}",
+        ),
+        ('setup = 3\n[[call]]\ntool = "t"\n', "'setup' must be a list"),
     ],
 )
 def test_a_bad_mix_file_is_refused_naming_the_file_the_entry_and_the_problem(
@@ -462,8 +502,6 @@ def test_bad_arguments_exit_2_naming_the_problem(
 
 
 async def test_a_server_that_cannot_start_is_an_error_naming_it() -> None:
-    from actors.harness import TargetError
-
     target = StdioTarget(
         (sys.executable, "-c", "import sys; print('no MCP here', file=sys.stderr)")
     )

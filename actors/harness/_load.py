@@ -33,14 +33,14 @@ import attrs
 import trio
 
 from ._cpu import MachineLoad, client_cpu_seconds, trees_cpu_seconds
+from ._targets import Target, TargetError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+    from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 
     from mcp import ClientSession
 
     from ._mix import Mix, MixCall
-    from ._targets import Target
 
 __all__ = [
     "LATE_AFTER",
@@ -280,6 +280,8 @@ class _Phase:
     """The callers of one phase and what they share."""
 
     sessions: Sequence[ClientSession]
+    named: Sequence[Mapping[str, str]]
+    """Each session's placeholders from its setup calls."""
     plan: LoadPlan
     quota: int | None
     """Calls to make; None: as many as fit in the phase's time."""
@@ -297,8 +299,9 @@ class _Phase:
         """Make call `n` for `caller` and record it, its latency from `due`."""
         session_number = caller % len(self.sessions)
         entry = self.plan.mix.pick(rng)
-        values = {"session": session_number, "caller": caller, "n": n}
+        values: dict[str, object] = {"session": session_number, "caller": caller, "n": n}
         values["random"] = rng.getrandbits(32)
+        values.update(self.named[session_number])
         self.recorder.started(due)
         kind = await _call(self.sessions[session_number], entry, values, self.plan.timeout)
         now = trio.current_time()
@@ -306,7 +309,7 @@ class _Phase:
 
 
 async def _call(
-    session: ClientSession, entry: MixCall, values: dict[str, int], seconds: float
+    session: ClientSession, entry: MixCall, values: Mapping[str, object], seconds: float
 ) -> str | None:
     """One tool call: None if it succeeded, else its error kind (`TIMEOUT` after `seconds`)."""
     arguments, meta = entry.render(values)
@@ -364,10 +367,13 @@ async def _schedule(
 
 
 async def _run_phase(
-    sessions: Sequence[ClientSession], plan: LoadPlan, seconds: float | None
+    sessions: Sequence[ClientSession],
+    named: Sequence[Mapping[str, str]],
+    plan: LoadPlan,
+    seconds: float | None,
 ) -> _Recorder:
     """One phase: `seconds` long, or the plan's calls when None."""
-    phase = _Phase(sessions, plan, plan.calls if seconds is None else None)
+    phase = _Phase(sessions, named, plan, plan.calls if seconds is None else None)
     start = trio.current_time()
     until = math.inf if seconds is None else start + seconds
     async with trio.open_nursery() as nursery:
@@ -430,6 +436,29 @@ async def _listed_tools(session: ClientSession) -> set[str]:
             return names
 
 
+async def _set_up(session: ClientSession, number: int, plan: LoadPlan) -> dict[str, str]:
+    """Make the mix's setup calls on session `number`; the placeholders they name."""
+    rng = _rng(plan, -1 - number)
+    named: dict[str, str] = {}
+    for index, entry in enumerate(plan.mix.setup, 1):
+        values = {"session": number, "caller": 0, "n": 0, "random": rng.getrandbits(32), **named}
+        arguments, meta = entry.render(values)
+        where = f"session {number}: setup {index} ({entry.tool})"
+        try:
+            with trio.fail_after(plan.timeout):
+                result = await session.call_tool(entry.tool, arguments, meta=meta)  # type: ignore[arg-type]
+        except Exception as exc:  # any failure of a setup call stops the run
+            msg = f"{where} failed: {error_kind(exc)}: {exc}"
+            raise TargetError(msg) from exc
+        text = "".join(getattr(item, "text", "") for item in result.content).strip()
+        if result.is_error:
+            msg = f"{where} answered an error: {text[:300]}"
+            raise TargetError(msg)
+        if entry.name is not None:
+            named[entry.name] = text
+    return named
+
+
 def _server_pids(target: Target) -> tuple[int, ...]:
     if isinstance(target, ServerProcesses):
         return target.server_pids
@@ -490,16 +519,19 @@ async def _run_load(
             listed = await _listed_tools(session)
         if plan.check_tools:
             plan.mix.check_tools(listed)
+        if plan.mix.setup:
+            progress(f"setting up {plan.sessions} session(s)")
+        named = [await _set_up(session, number, plan) for number, session in enumerate(sessions)]
         if plan.warmup:
             progress(f"warming up for {plan.warmup:g} s (not counted)")
-            await _run_phase(sessions, plan, plan.warmup)
+            await _run_phase(sessions, named, plan, plan.warmup)
         progress(
             f"measuring for {plan.duration:g} s" if plan.duration else f"making {plan.calls} calls"
         )
         pids = _server_pids(target)
         load_before = MachineLoad.now()
         server_before, client_before = trees_cpu_seconds(pids), client_cpu_seconds()
-        recorder = await _run_phase(sessions, plan, plan.duration)  # or the plan's calls
+        recorder = await _run_phase(sessions, named, plan, plan.duration)  # or its calls
         server_after, client_after = trees_cpu_seconds(pids), client_cpu_seconds()
         load_after = MachineLoad.now()
     server_cpu = None

@@ -113,6 +113,7 @@ def to_json(result: LoadResult) -> dict[str, object]:
             "timeout_seconds": plan.timeout,
             "mix": {
                 "source": plan.mix.source,
+                "setup": [{"tool": call.tool, "name": call.name} for call in plan.mix.setup],
                 "calls": [{"tool": call.tool, "weight": call.weight} for call in plan.mix.calls],
             },
         },
