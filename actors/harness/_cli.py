@@ -8,6 +8,7 @@ import os
 import shlex
 import signal
 import sys
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -21,10 +22,11 @@ from ._report import print_report, write_json
 from ._targets import HttpTarget, StdioTarget, TargetError, serve_command, serve_module_http
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import AsyncIterator, Sequence
 
     from ._load import LoadResult
     from ._mix import Mix
+    from ._targets import Target
 
 __all__ = ["main", "parser"]
 
@@ -226,13 +228,13 @@ def _mix(cli: argparse.ArgumentParser, args: argparse.Namespace) -> Mix:
 
 
 def _plan(cli: argparse.ArgumentParser, args: argparse.Namespace) -> LoadPlan:
-    duration = args.duration if args.calls is None and args.duration else None
+    duration = None if args.calls is not None else args.duration or _DEFAULT_SECONDS
     try:
         return LoadPlan(
             mix=_mix(cli, args),
             sessions=args.sessions,
             callers=args.sessions if args.callers is None else args.callers,
-            duration=_DEFAULT_SECONDS if args.calls is None and duration is None else duration,
+            duration=duration,
             calls=args.calls,
             warmup=args.warmup,
             rate=args.rate,
@@ -277,22 +279,26 @@ async def _run(args: argparse.Namespace, plan: LoadPlan, prog: str) -> LoadResul
     return result
 
 
+@asynccontextmanager
+async def _target(args: argparse.Namespace) -> AsyncIterator[Target]:
+    """The target the options name, its server running meanwhile if bench starts one."""
+    if args.url is not None:
+        yield HttpTarget(args.url, args.token, args.server_pid)
+    elif args.command is not None:
+        yield StdioTarget(tuple(shlex.split(args.command)))
+    elif args.http:
+        async with serve_module_http(args.module, args.state, args.token) as served:
+            yield served
+    else:
+        yield StdioTarget(tuple(serve_command(args.module, args.state)))
+
+
 async def _measure(args: argparse.Namespace, plan: LoadPlan, prog: str) -> LoadResult:
     def progress(line: str) -> None:
         print(f"{prog}: {line}", file=sys.stderr, flush=True)
 
-    describe = _describe(args)
-    if args.url is not None:
-        target = HttpTarget(args.url, args.token, args.server_pid)
-        return await run_load(target, plan, describe=describe, progress=progress)
-    if args.command is not None:
-        target_stdio = StdioTarget(tuple(shlex.split(args.command)))
-        return await run_load(target_stdio, plan, describe=describe, progress=progress)
-    if args.http:
-        async with serve_module_http(args.module, args.state, args.token) as served:
-            return await run_load(served, plan, describe=describe, progress=progress)
-    target_served = StdioTarget(tuple(serve_command(args.module, args.state)))
-    return await run_load(target_served, plan, describe=describe, progress=progress)
+    async with _target(args) as target:
+        return await run_load(target, plan, describe=_describe(args), progress=progress)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors bench") -> int:
@@ -315,5 +321,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors bench") -> i
         return 130
     print_report(result)
     if args.json is not None:
-        write_json(result, args.json)
+        try:
+            write_json(result, args.json)
+        except OSError as exc:
+            print(f"{prog}: error: cannot write --json {args.json}: {exc}", file=sys.stderr)
+            return 1
     return 0

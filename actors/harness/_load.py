@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import random
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING, Final, Protocol, final, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, final, runtime_checkable
 
 import attrs
 import trio
@@ -223,8 +223,8 @@ def error_kind(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _histogram() -> object:
-    from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]  # no type hints
+def _histogram() -> Any:  # hdrhistogram has no type hints
+    from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
     return HdrHistogram(_LOWEST_US, _HIGHEST_US, _DIGITS)
 
@@ -233,7 +233,7 @@ def _histogram() -> object:
 class _Recorder:
     """What one phase records as it goes (one trio run: no locks)."""
 
-    histogram: object = attrs.field(factory=_histogram)
+    histogram: Any = attrs.field(factory=_histogram)
     errors: dict[str, int] = attrs.field(factory=dict)
     calls: int = 0
     late: int = 0
@@ -249,7 +249,7 @@ class _Recorder:
     def answered(self, latency: float, kind: str | None, now: float) -> None:
         self.calls += 1
         microseconds = min(max(round(latency * 1e6), _LOWEST_US), _HIGHEST_US)
-        self.histogram.record_value(microseconds)  # type: ignore[attr-defined]
+        self.histogram.record_value(microseconds)
         if kind is not None:
             self.errors[kind] = self.errors.get(kind, 0) + 1
         self.last_answer = max(self.last_answer, now)
@@ -262,16 +262,16 @@ class _Recorder:
         h = self.histogram
 
         def at(percentile: float) -> int:
-            return int(h.get_value_at_percentile(percentile))  # type: ignore[attr-defined]
+            return int(h.get_value_at_percentile(percentile))
 
         return Latency(
             p50=at(50),
             p90=at(90),
             p99=at(99),
             p999=at(99.9),
-            max=int(h.get_max_value()) if self.calls else 0,  # type: ignore[attr-defined]
-            mean=float(h.get_mean_value()),  # type: ignore[attr-defined]
-            histogram=h.encode().decode("ascii"),  # type: ignore[attr-defined]
+            max=int(h.get_max_value()) if self.calls else 0,
+            mean=float(h.get_mean_value()),
+            histogram=h.encode().decode("ascii"),
         )
 
 
