@@ -1,9 +1,9 @@
-"""The command line: ``python -m actors demo``, ``serve`` and ``cluster``.
+"""The command line: ``python -m actors demo``, ``serve``, ``cluster`` and ``bench``.
 
 ``serve`` lives in `actors.server` and needs the ``server`` extra (the MCP
 SDK, httptools and hypercorn), ``cluster`` in `actors.cluster` and the ``cluster`` extra
-(Ray besides); each is imported only on its path, so ``demo`` and the library
-work without them.
+(Ray besides), ``bench`` in `actors.harness` and the ``bench`` extra; each is
+imported only on its path, so ``demo`` and the library work without them.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ _SERVE_HELP: Final = "serve tool modules over MCP (stdio, or Streamable HTTP wit
 _CLUSTER_HELP: Final = "serve tool modules over MCP Streamable HTTP from shards on Ray"
 _STATE_HELP: Final = "look at and repair stored state: list, show, export, import, delete"
 _INSPECT_HELP: Final = "open your modules in the MCP Inspector (Node.js), served over stdio"
+_BENCH_HELP: Final = "load-test any MCP server (a module, a stdio command or a URL) with a call mix"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("cluster", help=_CLUSTER_HELP, add_help=False)
     commands.add_parser("state", help=_STATE_HELP, add_help=False)
     commands.add_parser("inspect", help=_INSPECT_HELP, add_help=False)
+    commands.add_parser("bench", help=_BENCH_HELP, add_help=False)
     return parser
 
 
@@ -83,6 +85,13 @@ def _inspect(argv: Sequence[str]) -> int:
     return inspect_main(argv, prog=f"{command_name()} inspect")
 
 
+def _bench(argv: Sequence[str]) -> int:
+    _require("bench", "bench", ("mcp", "hypercorn", "httptools", "rich", "hdrh"))
+    from .harness._cli import main as bench_main  # lazily: it needs the extra
+
+    return bench_main(argv, prog=f"{command_name()} bench")
+
+
 def _state(argv: Sequence[str]) -> int:
     from .store._cli import main as state_main  # lazily: only this command needs it
 
@@ -100,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _state(arguments[1:])
     if arguments[:1] == ["inspect"]:
         return _inspect(arguments[1:])
+    if arguments[:1] == ["bench"]:
+        return _bench(arguments[1:])
     args = _parser().parse_args(arguments)
     ok = trio.run(run_demo, args.sessions, args.assistants, args.goals)
     return 0 if ok else 1

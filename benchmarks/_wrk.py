@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, final
 
 import attrs
 
+from actors.harness._cpu import process_cpu_seconds
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -143,15 +145,6 @@ class WrkResult:
     def clean(self) -> bool:
         """Whether every response was the expected one and no socket failed."""
         return not (self.mismatches or self.non_2xx or self.socket_errors)
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds process *pid* has used so far, all its threads."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
-    return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
 
 def _lua_string(text: str) -> str:

@@ -73,6 +73,7 @@ def _sections() -> Iterator[tuple[str, str, str]]:
         ("cluster", "actors.cluster._cli"),
         ("state", "actors.store._cli"),
         ("inspect", "actors.server._inspect"),
+        ("bench", "actors.harness._cli"),
     ):
         prog = f"{PROG} {command}"
         yield prog, "", _help(_load(module, "parser")(prog), prog)

@@ -37,6 +37,7 @@ PAGES = {
     "actors.cluster": "reference/cluster/index.html",
     "actors.telemetry": "reference/telemetry/index.html",
     "actors.testing": "reference/testing/index.html",
+    "actors.harness": "reference/harness/index.html",
     "protocol": "reference/protocol/index.html",
 }
 

@@ -1,0 +1,38 @@
+"""The harness for any MCP server: ``mcp-actors bench`` and what it is built of.
+
+Needs the ``bench`` extra (the MCP SDK, rich, hdrhistogram); ``import actors``
+never imports it. A `Target` hands out initialized SDK client sessions of a
+server (`StdioTarget`: a command per session; `HttpTarget`: a Streamable HTTP
+URL; `serve_module_http`: this project serving modules); a `Mix` says which
+tools to call with which arguments; `run_load` puts a `LoadPlan`'s load on a
+target and returns a `LoadResult`, which `print_report` shows and
+`write_json` saves.
+"""
+
+from ._cpu import MachineLoad as MachineLoad
+from ._cpu import client_cpu_seconds as client_cpu_seconds
+from ._cpu import process_cpu_seconds as process_cpu_seconds
+from ._cpu import tree_cpu_seconds as tree_cpu_seconds
+from ._load import LATE_AFTER as LATE_AFTER
+from ._load import Latency as Latency
+from ._load import LoadPlan as LoadPlan
+from ._load import LoadResult as LoadResult
+from ._load import error_kind as error_kind
+from ._load import open_sessions as open_sessions
+from ._load import run_load as run_load
+from ._mix import PLACEHOLDERS as PLACEHOLDERS
+from ._mix import Mix as Mix
+from ._mix import MixCall as MixCall
+from ._mix import MixError as MixError
+from ._mix import load_mix as load_mix
+from ._mix import one_tool_mix as one_tool_mix
+from ._report import JSON_FORMAT as JSON_FORMAT
+from ._report import print_report as print_report
+from ._report import to_json as to_json
+from ._report import write_json as write_json
+from ._targets import HttpTarget as HttpTarget
+from ._targets import StdioTarget as StdioTarget
+from ._targets import Target as Target
+from ._targets import TargetError as TargetError
+from ._targets import serve_command as serve_command
+from ._targets import serve_module_http as serve_module_http

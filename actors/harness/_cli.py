@@ -1,0 +1,329 @@
+"""``mcp-actors bench``: put a call mix on any MCP server and report what it measured."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shlex
+import signal
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from .._argparse import Parser
+from ..server._cli import _positive_int, _positive_seconds, _seconds_or_zero
+from ._load import LoadPlan, first_of_ours, run_load
+from ._mix import MixError, load_mix, one_tool_mix
+from ._report import print_report, write_json
+from ._targets import HttpTarget, StdioTarget, TargetError, serve_command, serve_module_http
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+
+    from ._load import LoadResult
+    from ._mix import Mix
+    from ._targets import Target
+
+__all__ = ["main", "parser"]
+
+_DEFAULT_SECONDS: Final = 10.0
+
+_DESCRIPTION: Final = """\
+Load-test any MCP server: callers call the tools of a mix over one or more MCP
+sessions (the official SDK's client), for a duration or a number of calls, and
+one table reports calls/s, latency percentiles, errors by kind, the server's
+and the client's CPU time per call and the machine's load.
+"""
+
+_EPILOG: Final = """\
+targets:
+  --module SPEC     this project serves SPEC (a built-in module such as planning,
+                    or package.module:attribute), a process per session over
+                    stdio, or one process over Streamable HTTP with --http
+  --command CMD     any stdio MCP server: CMD is started once per session
+  --url URL         any Streamable HTTP endpoint (--token sends a bearer token;
+                    --server-pid names its local process to read its CPU time)
+
+a mix file (TOML):
+  [[call]]
+  tool = "planning__create_goal"
+  arguments = { goal = "goal {n} from caller {caller}" }
+  weight = 1
+  Placeholders in strings: {session} {caller} {n} {random}.
+
+examples:
+  mcp-actors bench --module planning --tool planning__list_goals --calls 1000
+  mcp-actors bench --url http://127.0.0.1:8765/mcp --mix mix.toml \\
+      --sessions 50 --callers 50 --duration 30
+  mcp-actors bench --command "python server.py" --mix mix.toml --rate 200 --duration 20
+"""
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        msg = f"must be a positive number of calls per second, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _add_target_options(cli: argparse.ArgumentParser) -> None:
+    group = cli.add_argument_group("target (one of)")
+    targets = group.add_mutually_exclusive_group(required=True)
+    targets.add_argument(
+        "--module",
+        metavar="SPEC",
+        action="append",
+        help="serve this module with 'actors serve' (a built-in name or "
+        "package.module:attribute; repeatable)",
+    )
+    targets.add_argument(
+        "--command", metavar="CMD", help="a stdio MCP server's command line, run per session"
+    )
+    targets.add_argument("--url", help="a Streamable HTTP MCP endpoint, e.g. http://HOST:PORT/mcp")
+    group.add_argument(
+        "--http",
+        action="store_true",
+        help="with --module: serve over Streamable HTTP on 127.0.0.1 (one process for all "
+        "sessions) instead of a stdio process per session",
+    )
+    group.add_argument(
+        "--state",
+        metavar="URL",
+        default="memory",
+        help="with --module: the server's --state (default memory)",
+    )
+    group.add_argument(
+        "--token",
+        help="with --url: sent as 'Authorization: Bearer TOKEN' (with --module "
+        "--http, the server is started with it too)",
+    )
+    group.add_argument(
+        "--server-pid",
+        metavar="PID",
+        type=_positive_int,
+        help="with --url: the local server's process, to report its CPU time per call",
+    )
+
+
+def _add_mix_options(cli: argparse.ArgumentParser) -> None:
+    group = cli.add_argument_group("calls (one of)")
+    mixes = group.add_mutually_exclusive_group(required=True)
+    mixes.add_argument("--mix", metavar="FILE", type=Path, help="a mix file (TOML)")
+    mixes.add_argument("--tool", metavar="NAME", help="call this one tool")
+    group.add_argument(
+        "--arguments",
+        metavar="JSON",
+        help="with --tool: its arguments, a JSON object (placeholders as in a mix file)",
+    )
+    group.add_argument(
+        "--allow-unlisted-tools",
+        action="store_true",
+        help="call tools the server's tools/list does not have (their errors are counted)",
+    )
+
+
+def _add_load_options(cli: argparse.ArgumentParser) -> None:
+    group = cli.add_argument_group("load")
+    group.add_argument(
+        "--sessions", metavar="N", type=_positive_int, default=1, help="MCP sessions (default 1)"
+    )
+    group.add_argument(
+        "--callers",
+        metavar="N",
+        type=_positive_int,
+        help="concurrent callers, spread over the sessions (default: one per session)",
+    )
+    length = group.add_mutually_exclusive_group()
+    length.add_argument(
+        "--duration",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        help=f"measure for this long (default {_DEFAULT_SECONDS:g} s)",
+    )
+    length.add_argument("--calls", metavar="N", type=_positive_int, help="measure this many calls")
+    group.add_argument(
+        "--warmup",
+        metavar="SECONDS",
+        type=_seconds_or_zero,
+        default=0.0,
+        help="run the load this long first, not counted (default 0)",
+    )
+    group.add_argument(
+        "--rate",
+        metavar="CALLS_PER_S",
+        type=_rate,
+        help="open loop: this many calls per second on a fixed schedule, latency measured "
+        "from each call's due time (default: closed loop)",
+    )
+    group.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=30.0,
+        help="a call not answered in this long counts as a timeout (default 30)",
+    )
+    group.add_argument("--seed", type=int, help="seed the mix's draws and {random}")
+    group.add_argument("--json", metavar="FILE", type=Path, help="also write the figures here")
+
+
+def parser(prog: str = "mcp-actors bench") -> argparse.ArgumentParser:
+    """The ``bench`` command line."""
+    cli = Parser(
+        prog=prog,
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_target_options(cli)
+    _add_mix_options(cli)
+    _add_load_options(cli)
+    return cli
+
+
+def _check_target(cli: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse target options given with a target they do not apply to; check the modules."""
+    given = {
+        "--http": args.http and args.module is None,
+        "--state": args.state != "memory" and args.module is None,
+        "--token": args.token is not None and args.url is None and not args.http,
+        "--server-pid": args.server_pid is not None and args.url is None,
+    }
+    wrong = [option for option, misplaced in given.items() if misplaced]
+    if wrong:
+        cli.error(f"{', '.join(wrong)}: see --help for the target each applies to")
+    if args.command is not None:
+        try:
+            if not shlex.split(args.command):
+                cli.error("--command is empty: name the program that serves MCP on stdio")
+        except ValueError as exc:
+            cli.error(f"--command: {exc}")
+    if args.module is not None:
+        from ..server._options import ConfigurationError, ServeOptions
+
+        if os.getcwd() not in sys.path:  # as 'serve' finds a module beside the operator
+            sys.path.append(os.getcwd())
+        try:
+            ServeOptions(modules=tuple(args.module), state=args.state).check()
+        except ConfigurationError as exc:
+            cli.error(f"--module: {exc}")
+
+
+def _mix(cli: argparse.ArgumentParser, args: argparse.Namespace) -> Mix:
+    if args.arguments is not None and args.tool is None:
+        cli.error("--arguments goes with --tool (a mix file has its own)")
+    try:
+        if args.mix is not None:
+            return load_mix(args.mix)
+        return one_tool_mix(args.tool, args.arguments or "{}")
+    except MixError as exc:
+        cli.error(str(exc))
+
+
+def _plan(cli: argparse.ArgumentParser, args: argparse.Namespace) -> LoadPlan:
+    duration = None if args.calls is not None else args.duration or _DEFAULT_SECONDS
+    try:
+        return LoadPlan(
+            mix=_mix(cli, args),
+            sessions=args.sessions,
+            callers=args.sessions if args.callers is None else args.callers,
+            duration=duration,
+            calls=args.calls,
+            warmup=args.warmup,
+            rate=args.rate,
+            timeout=args.timeout,
+            seed=args.seed,
+            check_tools=not args.allow_unlisted_tools,
+        )
+    except ValueError as exc:
+        cli.error(str(exc))
+
+
+def _describe(args: argparse.Namespace) -> str:
+    if args.url is not None:
+        return str(args.url)
+    if args.command is not None:
+        return f"{args.command} (stdio, a process per session)"
+    how = "Streamable HTTP" if args.http else "stdio, a process per session"
+    return f"actors serve {' '.join(args.module)} ({how})"
+
+
+async def _run(args: argparse.Namespace, plan: LoadPlan, prog: str) -> LoadResult | None:
+    """The run's result; None if Ctrl-C, SIGTERM or SIGHUP ended it (its servers stopped)."""
+    result = None
+    # A signal cancels the run like any cancellation, so every server is stopped on the way
+    # out; trio's own Ctrl-C handling would raise KeyboardInterrupt wherever the run was.
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def stop_on_signal() -> None:
+                    async for _ in signals:
+                        nursery.cancel_scope.cancel()
+
+                nursery.start_soon(stop_on_signal)
+                result = await _measure(args, plan, prog)
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            ours = first_of_ours(group)
+            if ours is None:
+                raise
+            raise ours from None
+    return result
+
+
+@asynccontextmanager
+async def _target(args: argparse.Namespace) -> AsyncIterator[Target]:
+    """The target the options name, its server running meanwhile if bench starts one."""
+    if args.url is not None:
+        yield HttpTarget(args.url, args.token, args.server_pid)
+    elif args.command is not None:
+        yield StdioTarget(tuple(shlex.split(args.command)))
+    elif args.http:
+        async with serve_module_http(args.module, args.state, args.token) as served:
+            yield served
+    else:
+        yield StdioTarget(tuple(serve_command(args.module, args.state)))
+
+
+async def _measure(args: argparse.Namespace, plan: LoadPlan, prog: str) -> LoadResult:
+    def progress(line: str) -> None:
+        print(f"{prog}: {line}", file=sys.stderr, flush=True)
+
+    async with _target(args) as target:
+        return await run_load(target, plan, describe=_describe(args), progress=progress)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors bench") -> int:
+    """Run ``bench`` with `argv`; the exit code: 0 measured, 1 the server failed, 2 bad usage."""
+    cli = parser(prog)
+    args = cli.parse_args(sys.argv[1:] if argv is None else list(argv))
+    _check_target(cli, args)
+    if args.json is not None and not args.json.parent.is_dir():
+        cli.error(f"--json: the folder {args.json.parent} does not exist")
+    plan = _plan(cli, args)
+    try:
+        result = trio.run(_run, args, plan, prog)
+    except MixError as exc:
+        cli.error(str(exc))
+    except TargetError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
+    if result is None:  # the servers were stopped on the way out
+        print(f"{prog}: interrupted: nothing measured", file=sys.stderr)
+        return 130
+    print_report(result)
+    if args.json is not None:
+        try:
+            write_json(result, args.json)
+        except OSError as exc:
+            print(f"{prog}: error: cannot write --json {args.json}: {exc}", file=sys.stderr)
+            return 1
+    return 0

@@ -1,0 +1,281 @@
+"""What a load run calls: any MCP server, as initialized official-SDK client sessions.
+
+A `Target` hands out `mcp.ClientSession` objects, each one MCP session,
+initialized and closed with its block:
+
+* `StdioTarget` starts a command (``python server.py``) per session and
+  speaks to it over stdin and stdout, as a desktop host does;
+* `HttpTarget` opens a Streamable HTTP client per session on a URL, with a
+  bearer token if given;
+* `serve_module_http` runs ``python -m actors serve --http`` on a free port of
+  127.0.0.1 meanwhile and is then an `HttpTarget` on the URL it printed;
+  `serve_command` is the command line that serves modules over stdio.
+
+Every process started here is stopped when its block ends, also on an error or
+a cancellation: the SDK's stdio client closes stdin and then kills the process
+group; `serve_module_http` terminates its server, then kills it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Final, Protocol, final
+
+import attrs
+import trio
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+    from contextlib import AbstractAsyncContextManager
+
+    from mcp import ClientSession
+
+__all__ = [
+    "HttpTarget",
+    "StdioTarget",
+    "Target",
+    "TargetError",
+    "serve_command",
+    "serve_module_http",
+]
+
+_MARKER: Final = "MCP_ACTORS_BENCH_PROCESS"
+"""An environment variable each stdio server gets, unique to it: how its pid is found."""
+_LISTENING: Final = re.compile(r"listening on (http://\S+)")
+_STARTUP_SECONDS: Final = 60.0  # a busy machine takes seconds to import a server
+_STOP_SECONDS: Final = 5.0
+_LOG_TAIL: Final = 2000  # characters of a server's output quoted in an error
+
+
+class Target(Protocol):
+    """An MCP server to call: initialized client sessions, and its process if local."""
+
+    def session(self) -> AbstractAsyncContextManager[ClientSession]:
+        """A new MCP session, initialized; closed (and its process stopped) with the block."""
+        ...
+
+    @property
+    def server_pid(self) -> int | None:
+        """A local server process whose CPU time can be read, else None."""
+        ...
+
+
+class TargetError(Exception):
+    """A server could not be started or reached; the message says which and why."""
+
+
+def _tail(log: IO[str]) -> str:
+    """The end of a server's output so far, for an error message."""
+    log.flush()
+    log.seek(0)
+    text = log.read()[-_LOG_TAIL:].strip()
+    return f"; its output ends with:\n{text}" if text else "; it printed nothing"
+
+
+def _children() -> list[int]:
+    """This process's live child processes (none where there is no /proc)."""
+    found = []
+    for path in Path("/proc/self/task").glob("*/children"):
+        try:
+            found += [int(pid) for pid in path.read_text().split()]
+        except OSError:
+            continue  # the thread ended meanwhile
+    return found
+
+
+def _child_marked(marker: str) -> int | None:
+    """The child process whose environment holds `marker`, or None."""
+    wanted = f"{_MARKER}={marker}".encode()
+    for pid in _children():
+        try:
+            if wanted in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                return pid
+        except OSError:
+            continue  # gone, or not ours to read
+    return None
+
+
+@asynccontextmanager
+async def _initialized(read: object, write: object) -> AsyncIterator[ClientSession]:
+    """An SDK ClientSession on a transport's streams, initialized (or TooSlowError)."""
+    from mcp import ClientSession
+
+    async with ClientSession(read, write) as session:  # type: ignore[arg-type]  # the SDK's streams
+        with trio.fail_after(_STARTUP_SECONDS):  # a server that never answers must not hang us
+            await session.initialize()
+        yield session
+
+
+@final
+@attrs.frozen
+class StdioTarget:
+    """A command started once per session, spoken to over its stdin and stdout."""
+
+    command: tuple[str, ...]
+    """The program and its arguments."""
+    _live: dict[str, int | None] = attrs.field(factory=dict, init=False, repr=False)
+    """Each open session's marker -> its process id (None where it could not be found)."""
+
+    def __attrs_post_init__(self) -> None:
+        if not self.command:
+            msg = "the command is empty: name the program that serves MCP on stdio"
+            raise ValueError(msg)
+
+    def session(self) -> AbstractAsyncContextManager[ClientSession]:
+        """A new server process and an initialized session on it; stopped with the block."""
+        return self._session()
+
+    @property
+    def server_pid(self) -> int | None:
+        """The one server process while exactly one session is open, else None."""
+        pids = self.server_pids
+        return pids[0] if len(pids) == 1 and len(self._live) == 1 else None
+
+    @property
+    def server_pids(self) -> tuple[int, ...]:
+        """The processes of the sessions open now that could be found (Linux /proc)."""
+        return tuple(pid for pid in self._live.values() if pid is not None)
+
+    @asynccontextmanager
+    async def _session(self) -> AsyncIterator[ClientSession]:
+        from mcp import StdioServerParameters, stdio_client  # the server extra
+
+        marker = uuid.uuid4().hex
+        # The whole environment, as a shell would pass it (the SDK passes a few variables
+        # only), and the marker that finds this session's process among our children.
+        env = {**os.environ, _MARKER: marker}
+        params = StdioServerParameters(command=self.command[0], args=[*self.command[1:]], env=env)
+        where = " ".join(self.command)
+        opened = False
+        # The server's output goes to a file, never to a pipe that could fill and stall it.
+        with tempfile.TemporaryFile("w+") as log:
+            try:
+                async with (
+                    stdio_client(params, errlog=log) as (read, write),
+                    _initialized(read, write) as session,
+                ):
+                    self._live[marker] = _child_marked(marker)
+                    opened = True
+                    try:
+                        yield session
+                    finally:
+                        del self._live[marker]
+            except Exception as exc:
+                if opened:
+                    raise
+                msg = f"{where!r} did not open an MCP session ({_first(exc)}){_tail(log)}"
+                raise TargetError(msg) from exc
+
+
+def _first(exc: BaseException) -> str:
+    """The first exception in `exc` (the SDK's task groups wrap them in groups), as text."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
+@final
+@attrs.frozen
+class HttpTarget:
+    """A Streamable HTTP endpoint; each session its own SDK client and connection pool."""
+
+    url: str
+    """The MCP endpoint, e.g. ``http://127.0.0.1:8000/mcp``."""
+    token: str | None = attrs.field(default=None, repr=False)
+    """Sent as ``Authorization: Bearer TOKEN`` when given."""
+    server_pid: int | None = None
+    """The server's process when it is local and known (`serve_module_http`, ``--server-pid``)."""
+
+    def session(self) -> AbstractAsyncContextManager[ClientSession]:
+        """A new HTTP client and an initialized session (its HTTP session ended with the block)."""
+        return self._session()
+
+    @asynccontextmanager
+    async def _session(self) -> AsyncIterator[ClientSession]:
+        import httpx2  # the SDK's HTTP client
+        from mcp.client.streamable_http import streamable_http_client
+
+        headers = {} if self.token is None else {"Authorization": f"Bearer {self.token}"}
+        # The SDK's own timeouts: 30 s to connect or write, 5 minutes for a read (an SSE stream).
+        timeout = httpx2.Timeout(30.0, read=300.0)
+        opened = False
+        try:
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+                streamable_http_client(self.url, http_client=http) as (read, write),
+                _initialized(read, write) as session,
+            ):
+                opened = True
+                yield session
+        except Exception as exc:
+            if opened:
+                raise
+            msg = f"{self.url} did not open an MCP session ({_first(exc)})"
+            raise TargetError(msg) from exc
+
+
+def serve_command(modules: Sequence[str], state: str, *extra: str) -> list[str]:
+    """``python -m actors serve`` for `modules` (built-in names or ``package.module:attr``)."""
+    command = [sys.executable, "-m", "actors", "serve", "--state", state]
+    builtins = [name for name in modules if ":" not in name]
+    if builtins:
+        command += ["--modules", ",".join(builtins)]
+    for spec in modules:
+        if ":" in spec:
+            command += ["--module", spec]
+    # Warnings only: a log line per call would be a cost of the logging, not of the server.
+    return [*command, "--log-level", "warning", *extra]
+
+
+@asynccontextmanager
+async def serve_module_http(
+    modules: Sequence[str], state: str, token: str | None = None
+) -> AsyncIterator[HttpTarget]:
+    """``actors serve --http 127.0.0.1:0`` for `modules` meanwhile, as an `HttpTarget`."""
+    extra = ["--http", "127.0.0.1:0"] + ([] if token is None else ["--token", token])
+    command = serve_command(modules, state, *extra)
+    with tempfile.TemporaryFile("w+") as log:
+        process = await trio.lowlevel.open_process(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+        )
+        try:
+            url = await _listening(process, log)
+            yield HttpTarget(url, token, process.pid)
+        finally:
+            with trio.CancelScope(shield=True):
+                await _stop(process)
+
+
+async def _listening(process: trio.Process, log: IO[str]) -> str:
+    """The URL the server prints once it listens; TargetError if it exits or takes too long."""
+    with trio.move_on_after(_STARTUP_SECONDS):
+        while process.poll() is None:
+            log.flush()
+            log.seek(0)
+            found = _LISTENING.search(log.read())
+            if found is not None:
+                return found.group(1)
+            await trio.sleep(0.05)  # polls the log: the server writes it, no event to wait on
+        msg = f"the server exited with {process.returncode} before it listened{_tail(log)}"
+        raise TargetError(msg)
+    msg = f"the server did not listen within {_STARTUP_SECONDS:g} s{_tail(log)}"
+    raise TargetError(msg)
+
+
+async def _stop(process: trio.Process) -> None:
+    """SIGTERM (the server drains), then SIGKILL if it is still there after a while."""
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+        with trio.move_on_after(_STOP_SECONDS):
+            await process.wait()
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
