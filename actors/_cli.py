@@ -2,7 +2,7 @@
 
 ``serve`` lives in `actors.server` and needs the ``server`` extra (the MCP
 SDK, httptools and hypercorn), ``cluster`` in `actors.cluster` and the ``cluster`` extra
-(Ray besides), ``bench`` in `actors.harness` and the ``bench`` extra; each is
+(Ray besides), ``bench`` in `actors.harness` and the ``harness`` extra; each is
 imported only on its path, so ``demo`` and the library work without them.
 """
 
@@ -86,7 +86,7 @@ def _inspect(argv: Sequence[str]) -> int:
 
 
 def _bench(argv: Sequence[str]) -> int:
-    _require("bench", "bench", ("mcp", "hypercorn", "httptools", "rich", "hdrh"))
+    _require("bench", "harness", ("mcp", "hypercorn", "httptools", "rich", "hdrh"))
     from .harness._cli import main as bench_main  # lazily: it needs the extra
 
     return bench_main(argv, prog=f"{command_name()} bench")

@@ -1,6 +1,6 @@
 """The harness for any MCP server: ``mcp-actors bench`` and what it is built of.
 
-Needs the ``bench`` extra (the MCP SDK, rich, hdrhistogram); ``import actors``
+Needs the ``harness`` extra (the MCP SDK, rich, hdrhistogram); ``import actors``
 never imports it. A `Target` hands out initialized SDK client sessions of a
 server (`StdioTarget`: a command per session; `HttpTarget`: a Streamable HTTP
 URL; `serve_module_http`: this project serving modules); a `Mix` says which

@@ -77,7 +77,7 @@ def print_report(result: LoadResult, file: TextIO | None = None) -> None:
     """The table: rich on a terminal, plain lines otherwise."""
     out = sys.stdout if file is None else file
     if out.isatty():
-        from rich.console import Console  # the bench extra
+        from rich.console import Console  # the harness extra
         from rich.table import Table
 
         table = Table(title="mcp-actors bench", show_header=False)
