@@ -37,6 +37,7 @@ from actors.harness import (
     run_load,
     serve_command,
     serve_module_http,
+    serve_module_in_process,
     to_json,
 )
 from actors.harness import Mix as MixOf
@@ -131,6 +132,20 @@ async def test_stdio_serve_counts_exactly_the_calls_asked_over_a_process_per_ses
     assert len(set(pids)) == 2, "one server process per session"
     assert result.server_cpu_seconds is not None
     assert result.server_cpu_seconds >= 0
+
+
+async def test_in_process_serve_counts_exactly_the_calls_asked_each_session_its_own() -> None:
+    """In this process: the calls asked, each session's echoes naming its own session only."""
+    async with serve_module_in_process([MODULE], "memory") as target:
+        plan = LoadPlan(mix=_echo(), sessions=3, callers=3, calls=9, warmup=0.0, seed=1)
+        result = await run_load(target, plan, describe="in process")
+        assert target.server_pid is None  # its CPU is this process's, counted as the client's
+        live = target.runtime.statistics().live_actors
+    assert result.calls == 9
+    assert _histogram_count(result) == 9
+    assert result.errors == {}
+    assert result.server_cpu_seconds is None
+    assert live == 3, "one actor per session: the clients in memory are three sessions"
 
 
 @pytest.mark.usefixtures("no_process_left")

@@ -3,7 +3,8 @@
 Needs the ``harness`` extra (the MCP SDK, rich, hdrhistogram); ``import actors``
 never imports it. A `Target` hands out initialized SDK client sessions of a
 server (`StdioTarget`: a command per session; `HttpTarget`: a Streamable HTTP
-URL; `serve_module_http`: this project serving modules); a `Mix` says which
+URL; `serve_module_http`: this project serving modules over HTTP;
+`serve_module_in_process`: in this process); a `Mix` says which
 tools to call with which arguments; `run_load` puts a `LoadPlan`'s load on a
 target and returns a `LoadResult`, which `print_report` shows and
 `write_json` saves.
@@ -31,8 +32,10 @@ from ._report import print_report as print_report
 from ._report import to_json as to_json
 from ._report import write_json as write_json
 from ._targets import HttpTarget as HttpTarget
+from ._targets import InProcessTarget as InProcessTarget
 from ._targets import StdioTarget as StdioTarget
 from ._targets import Target as Target
 from ._targets import TargetError as TargetError
 from ._targets import serve_command as serve_command
 from ._targets import serve_module_http as serve_module_http
+from ._targets import serve_module_in_process as serve_module_in_process

@@ -19,7 +19,14 @@ from ..server._cli import _positive_int, _positive_seconds, _seconds_or_zero
 from ._load import LoadPlan, first_of_ours, run_load
 from ._mix import MixError, load_mix, one_tool_mix
 from ._report import print_report, write_json
-from ._targets import HttpTarget, StdioTarget, TargetError, serve_command, serve_module_http
+from ._targets import (
+    HttpTarget,
+    StdioTarget,
+    TargetError,
+    serve_command,
+    serve_module_http,
+    serve_module_in_process,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -43,7 +50,8 @@ _EPILOG: Final = """\
 targets:
   --module SPEC     this project serves SPEC (a built-in module such as planning,
                     or package.module:attribute), a process per session over
-                    stdio, or one process over Streamable HTTP with --http
+                    stdio, or one process over Streamable HTTP with --http,
+                    or in this process with --in-process
   --command CMD     any stdio MCP server: CMD is started once per session
   --url URL         any Streamable HTTP endpoint (--token sends a bearer token;
                     --server-pid names its local process to read its CPU time)
@@ -88,11 +96,18 @@ def _add_target_options(cli: argparse.ArgumentParser) -> None:
         "--command", metavar="CMD", help="a stdio MCP server's command line, run per session"
     )
     targets.add_argument("--url", help="a Streamable HTTP MCP endpoint, e.g. http://HOST:PORT/mcp")
-    group.add_argument(
+    served = group.add_mutually_exclusive_group()
+    served.add_argument(
         "--http",
         action="store_true",
         help="with --module: serve over Streamable HTTP on 127.0.0.1 (one process for all "
         "sessions) instead of a stdio process per session",
+    )
+    served.add_argument(
+        "--in-process",
+        action="store_true",
+        help="with --module: serve in this process, each session the SDK's client connected "
+        "in memory (no transport; the server's CPU is counted as the client's)",
     )
     group.add_argument(
         "--state",
@@ -192,6 +207,7 @@ def _check_target(cli: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     """Refuse target options given with a target they do not apply to; check the modules."""
     given = {
         "--http": args.http and args.module is None,
+        "--in-process": args.in_process and args.module is None,
         "--state": args.state != "memory" and args.module is None,
         "--token": args.token is not None and args.url is None and not args.http,
         "--server-pid": args.server_pid is not None and args.url is None,
@@ -251,7 +267,13 @@ def _describe(args: argparse.Namespace) -> str:
         return str(args.url)
     if args.command is not None:
         return f"{args.command} (stdio, a process per session)"
-    how = "Streamable HTTP" if args.http else "stdio, a process per session"
+    how = (
+        "Streamable HTTP"
+        if args.http
+        else "in this process"
+        if args.in_process
+        else "stdio, a process per session"
+    )
     return f"actors serve {' '.join(args.module)} ({how})"
 
 
@@ -289,6 +311,9 @@ async def _target(args: argparse.Namespace) -> AsyncIterator[Target]:
     elif args.http:
         async with serve_module_http(args.module, args.state, args.token) as served:
             yield served
+    elif args.in_process:
+        async with serve_module_in_process(args.module, args.state) as in_process:
+            yield in_process
     else:
         yield StdioTarget(tuple(serve_command(args.module, args.state)))
 

@@ -9,7 +9,11 @@ initialized and closed with its block:
   bearer token if given;
 * `serve_module_http` runs ``python -m actors serve --http`` on a free port of
   127.0.0.1 meanwhile and is then an `HttpTarget` on the URL it printed;
-  `serve_command` is the command line that serves modules over stdio.
+  `serve_command` is the command line that serves modules over stdio;
+* `serve_module_in_process` opens a runtime of the modules in this process
+  meanwhile, as ``serve`` would, and is then an `InProcessTarget`: each
+  session the SDK's client connected to it in memory (`actors.testing.connect`),
+  no transport between them.
 
 Every process started here is stopped when its block ends, also on an error or
 a cancellation: the SDK's stdio client closes stdin and then kills the process
@@ -38,13 +42,17 @@ if TYPE_CHECKING:
 
     from mcp import ClientSession
 
+    from ..server import CallTarget
+
 __all__ = [
     "HttpTarget",
+    "InProcessTarget",
     "StdioTarget",
     "Target",
     "TargetError",
     "serve_command",
     "serve_module_http",
+    "serve_module_in_process",
 ]
 
 _MARKER: Final = "MCP_ACTORS_BENCH_PROCESS"
@@ -279,3 +287,52 @@ async def _stop(process: trio.Process) -> None:
     if process.returncode is None:
         process.kill()
         await process.wait()
+
+
+@final
+@attrs.frozen
+class InProcessTarget:
+    """A runtime in this process; each session the SDK's client connected to it in memory."""
+
+    runtime: CallTarget
+    """What serves the calls: `serve_module_in_process`'s runtime, or one of your own."""
+
+    def session(self) -> AbstractAsyncContextManager[ClientSession]:
+        """A new client in memory, initialized, in a session of its own; closed with the block."""
+        return self._session()
+
+    @property
+    def server_pid(self) -> int | None:
+        """None: the server is this process, whose CPU time is the client's."""
+        return None
+
+    @asynccontextmanager
+    async def _session(self) -> AsyncIterator[ClientSession]:
+        from ..testing import connect  # the server extra
+
+        async with connect(self.runtime) as client:
+            yield client.session
+
+
+@asynccontextmanager
+async def serve_module_in_process(
+    modules: Sequence[str], state: str
+) -> AsyncIterator[InProcessTarget]:
+    """A runtime of `modules` (built-in names or ``package.module:attr``) on the store at
+    `state`, in this process meanwhile, as an `InProcessTarget`."""
+    from .._runtime import open_runtime
+    from ..server import ConfigurationError, ServeOptions
+    from ..server._options import build_modules
+    from ..store import open_store
+
+    options = ServeOptions(modules=tuple(modules), state=state)
+    try:
+        served = build_modules(options)
+    except (ConfigurationError, ValueError, ImportError) as exc:
+        msg = f"the modules {', '.join(modules)} could not be served: {exc}"
+        raise TargetError(msg) from exc
+    async with (
+        open_store(options.state_url, create=options.state_creation) as store,
+        open_runtime(served, options.runtime, store=store) as runtime,
+    ):
+        yield InProcessTarget(runtime)
