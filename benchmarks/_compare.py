@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
-from ._report import FORMAT, format_value
+from ._report import FORMAT, MACHINE_KEYS, format_value
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -337,8 +337,8 @@ def _notes(rows: Sequence[Row], a: Compared, b: Compared) -> list[str]:
             "may be of batches of different sizes"
         )
     if a.machine and b.machine:
-        here = [a.machine.get(k) for k in ("cpu_count", "platform", "python")]
-        there = [b.machine.get(k) for k in ("cpu_count", "platform", "python")]
+        here = [a.machine.get(k) for k in MACHINE_KEYS]
+        there = [b.machine.get(k) for k in MACHINE_KEYS]
         if here != there:
             notes.append("A and B ran on different machines or Pythons: compare with care")
     counts = sorted(

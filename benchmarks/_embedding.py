@@ -78,7 +78,7 @@ NATIVE: Final = "trio Runtime.call"
 HANDLE: Final = "asyncio handle"
 BLOCKING: Final = "blocking handle"
 HANDLE_TARGET: Final = Target(">=", 0.5)  # asyncio handle / native trio, many callers
-NONE_TARGET: Final = Target("==", 0)
+NONE_TARGET: Final = Target("==", 0, any_size=True)
 ROOT: Final = Path(__file__).resolve().parent.parent
 EXAMPLE: Final = ROOT / "examples" / "fastapi_service.py"
 EXAMPLE_APP: Final = "examples.fastapi_service:app"
