@@ -60,7 +60,7 @@ from ._measure import (
     ratios,
     throughputs,
 )
-from ._report import Figure, ScenarioResult, Target, figure
+from ._report import Figure, ScenarioResult, Series, Target, figure
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -509,11 +509,23 @@ def _http_figures(part: _Http, sizes: Sizes) -> list[Figure]:
     return figures
 
 
-def _example(sizes: Sizes, progress: Progress) -> tuple[list[Figure], list[str]]:
-    """The FastAPI part's figures and notes, or only a note saying why it was skipped."""
+def _http_series(results: Results, sizes: Sizes) -> list[Series]:
+    """Requests/s against clients, and one client's latency distribution, for the charts."""
+    requests = results[REQUESTS]
+    clients = (1, sizes.embedding_http_clients)
+    rates = tuple(throughputs(requests[f"callers={n}"]).median for n in clients)
+    one = tuple(t * 1e6 for batch in requests["callers=1"] for t in batch.latencies)
+    return [
+        Series("callers", f"{REQUESTS} (requests)", tuple(map(float, clients)), rates),
+        Series("latency", f"{REQUESTS}, GET goals", (), one),
+    ]
+
+
+def _example(sizes: Sizes, progress: Progress) -> tuple[list[Figure], list[str], list[Series]]:
+    """The FastAPI part's figures, notes and chart data, or a note saying why it was skipped."""
     missing = _missing_example()
     if missing is not None:
-        return [], [f"FastAPI example skipped: {missing}"]
+        return [], [f"FastAPI example skipped: {missing}"], []
     progress(f"{NAME}: starting the FastAPI example under uvicorn")
     with _serve_example() as server:
         part = asyncio.run(_http(server, sizes, progress))
@@ -527,7 +539,7 @@ def _example(sizes: Sizes, progress: Progress) -> tuple[list[Figure], list[str]]
         "process (the call the example makes), paired round by round with the requests; "
         "with many clients, its time per call at full load over the server's time per request",
     ]
-    return _http_figures(part, sizes), notes
+    return _http_figures(part, sizes), notes, _http_series(part.results, sizes)
 
 
 # ---- the scenario ---------------------------------------------------------------------------
@@ -536,7 +548,7 @@ def _example(sizes: Sizes, progress: Progress) -> tuple[list[Figure], list[str]]
 def run_embedding(sizes: Sizes, progress: Progress) -> ScenarioResult:
     """Measure the asyncio and blocking handles against native trio, and the FastAPI example."""
     figures = _handle_figures(_handles(sizes, progress), sizes)
-    example_figures, example_notes = _example(sizes, progress)
+    example_figures, example_notes, series = _example(sizes, progress)
     notes = (
         f"each round runs {NATIVE} under trio.run, then {HANDLE} (AsyncioRuntime.call, trio "
         f"in guest mode) under asyncio.run, then {BLOCKING} (BlockingRuntime.call, trio in a "
@@ -545,4 +557,4 @@ def run_embedding(sizes: Sizes, progress: Progress) -> ScenarioResult:
         "flight at most",
         *example_notes,
     )
-    return ScenarioResult(NAME, tuple(figures + example_figures), notes)
+    return ScenarioResult(NAME, tuple(figures + example_figures), notes, tuple(series))
