@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from ._measure import Contender, KeyedCall, Progress
     from ._suite import Sizes
 
-__all__ = ["run_embedding"]
+__all__ = ["CLIENT_KEEP_ALIVE", "SERVER_KEEP_ALIVE", "run_embedding"]
 
 NAME: Final = "embedding"
 TOOL: Final = "bench__noop"
@@ -89,6 +89,19 @@ GOAL: Final = "Learn Rust"
 _LISTENING: Final = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 _START_TIMEOUT: Final = 30.0  # seconds for the server to say it listens
 _STOP_TIMEOUT: Final = 10.0  # seconds for a graceful stop before it is killed
+CLIENT_KEEP_ALIVE: Final = 5.0
+"""Seconds a client reuses an idle connection (httpx's default, made explicit)."""
+SERVER_KEEP_ALIVE: Final = 30
+"""Seconds uvicorn keeps an idle connection (``--timeout-keep-alive``; its default is 5).
+
+Longer than `CLIENT_KEEP_ALIVE`, so that the client always gives up an idle
+connection first. With both at 5 s, the server's countdown starts before the
+client's (when it sends the response, not when the client has read it): a
+connection idle for just under the client's 5 s can be closed by the server
+while the client writes its next request on it, and the client reads a reset
+(``ReadError``). Between two phases of the benchmark, a hundred connections sit
+idle for a few seconds, and on a busy machine one of them landed in that gap.
+"""
 
 
 # ---- drivers: `_measure.drive` for asyncio tasks and for threads ------------------------
@@ -324,6 +337,8 @@ def _serve_example() -> Iterator[_Server]:
         "--log-level",
         "info",  # the line that names the port is at INFO
         "--no-access-log",
+        "--timeout-keep-alive",
+        str(SERVER_KEEP_ALIVE),
     ]
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
@@ -418,7 +433,9 @@ async def _http(server: _Server, sizes: Sizes, progress: Progress) -> _Http:
 
     sessions = [f"session-{n}" for n in range(sizes.embedding_http_sessions)]
     counts = (1, sizes.embedding_http_clients)
-    one = httpx2.Limits(max_connections=1, max_keepalive_connections=1)
+    one = httpx2.Limits(
+        max_connections=1, max_keepalive_connections=1, keepalive_expiry=CLIENT_KEEP_ALIVE
+    )
     async with AsyncExitStack() as stack:
         clients = [
             await stack.enter_async_context(
