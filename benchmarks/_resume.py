@@ -9,14 +9,13 @@ that the rest of the run can be added to it: the scenarios not yet in it
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
-from ._compare import ReportFileError, compared_of
+from ._compare import ReportFileError, compared_of, read_json
 from ._report import MACHINE_KEYS, Failure, Figure, Load, ScenarioResult
 
 if TYPE_CHECKING:
@@ -63,19 +62,10 @@ class Saved:
 
 def read_saved(path: Path) -> Saved:
     """The run saved in `path`; raises `ReportFileError` naming the file and the problem."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        msg = f"{path}: no such file"
-        raise ReportFileError(msg) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        msg = f"{path}: cannot be read ({exc})"
-        raise ReportFileError(msg) from None
-    except json.JSONDecodeError as exc:
-        msg = f"{path}: not JSON ({exc})"
-        raise ReportFileError(msg) from None
+    data = read_json(path)
     try:
         compared_of(data, str(path))  # the figures' checks, as `compare` makes them
+        assert isinstance(data, Mapping), "compared_of refuses anything else"
         return _saved(data)
     except ReportFileError as exc:
         msg = f"{path}: {exc}"
