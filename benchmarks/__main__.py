@@ -203,6 +203,11 @@ class _Plan:
     output: Path | None = None
     """Where the JSON is written as each scenario ends."""
 
+    @property
+    def done(self) -> bool:
+        """Whether the saved run it goes on with has nothing left to run."""
+        return bool(self.kept) and not self.only
+
 
 def _plan(
     cli: argparse.ArgumentParser, args: argparse.Namespace, scenarios: Mapping[str, Scenario]
@@ -243,7 +248,8 @@ def _plan(
 
 def _run(plan: _Plan, scenarios: Mapping[str, Scenario]) -> Report:
     """Run `plan`, saving its JSON as each scenario ends."""
-    if plan.kept and not plan.only:  # nothing left to run: the saved run as it is
+    if plan.done:  # the saved run as it is, its file left untouched
+        print("nothing to run: the saved run has no scenario left to run", file=sys.stderr)
         return Report(plan.sizes.name, plan.kept, 0.0, planned=plan.planned)
     output = plan.output
     with terminal_view(stderr_progress()) as view:
@@ -298,7 +304,7 @@ def main(
         report.print_table(sys.stdout)  # the one table: the Markdown goes to --markdown only
     else:
         print(comparison)
-    if plan.output is not None:
+    if plan.output is not None and not plan.done:
         report.write_json(plan.output)
         print(f"JSON written: {plan.output}", file=sys.stderr)
     if args.plot is not None:

@@ -171,6 +171,23 @@ class TestSavedAsItGoes:
         assert data["figures"][: len(before)] == before  # the saved figures, as they were
         assert data["preset"] == "tiny"  # the file's sizes, though --tiny was not given again
 
+    def test_resuming_a_finished_run_runs_nothing_and_leaves_its_file(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Nothing missing: no scenario runs, the table is the file's, the file is unchanged."""
+        path = tmp_path / "run.json"
+        runs: list[str] = []
+        registry = {"first": counted(measured("first"), runs, "first")}
+        assert main(["--tiny", "--json", str(path)], scenarios=registry) == 0
+        written = path.read_bytes()
+        capsys.readouterr()
+        assert main(["--resume", str(path)], scenarios=registry) == 0
+        assert runs == ["first"]
+        assert path.read_bytes() == written
+        out = capsys.readouterr()
+        assert "first calls/s" in out.out
+        assert "nothing to run" in out.err
+
 
 class TestFailedAgain:
     def test_failed_runs_only_the_failures_and_keeps_the_rest(self, tmp_path: Path) -> None:
