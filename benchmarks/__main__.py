@@ -5,17 +5,22 @@
     python -m benchmarks --only call_path,churn --json out.json --plot charts/
     python -m benchmarks --only call_path --against main      # this code beside main's
     python -m benchmarks compare before.json after.json       # two saved runs side by side
+    python -m benchmarks --json run.json       # run.json rewritten as each scenario ends
+    python -m benchmarks --resume run.json     # the scenarios run.json has no record of yet
+    python -m benchmarks --failed run.json     # again, those run.json records as failed
 
-Exits 0 whatever the numbers: missed targets are reported, not raised. Bad
-input (an unreadable report, an unknown commit) exits 2, a failed round of
-``--against`` 1.
+Exits 0 whatever the numbers: missed targets are reported, not raised. A
+scenario that raised is recorded as failed and the others run: the exit
+status is then 1 (so is a failed round of ``--against``). Bad input (an
+unreadable report, an unknown commit) exits 2; Ctrl-C 130, once the
+scenarios that ended are saved.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, final
 
 import attrs
 
@@ -31,15 +36,17 @@ from ._against import (
 )
 from ._call_path import NAME as CALL_PATH
 from ._compare import Compared, ReportFileError, compared_of, figures_of, read_report, render
-from ._report import Report
+from ._progress import terminal_view
+from ._report import Report, ScenarioResult, machine
+from ._resume import read_saved
 from ._suite import PRESETS, SCENARIOS, run_suite, stderr_progress
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from ._against import Interleaved
-    from ._suite import Sizes
+    from ._suite import Scenario, Sizes
 
 __all__ = ["compare", "compare_parser", "main", "parser"]
 
@@ -74,13 +81,29 @@ def parser() -> argparse.ArgumentParser:
         "(--only call_path) runs interleaved with this checkout's, each round in a "
         "subprocess of its own, and whose ratio figures are shown beside this one's",
     )
-    cli.add_argument("--json", type=Path, metavar="PATH", help="write machine-readable results")
     cli.add_argument(
-        "--markdown",
+        "--json",
         type=Path,
         metavar="PATH",
-        help="write the Markdown report (default: print it, unless --against)",
+        help="write machine-readable results, rewritten as each scenario ends",
     )
+    again = cli.add_mutually_exclusive_group()
+    again.add_argument(
+        "--resume",
+        type=Path,
+        metavar="FILE",
+        help="go on with the run saved in FILE (by --json): run, at its sizes, the scenarios "
+        "it planned that have no record in it yet, keeping its figures; written into FILE "
+        "(or --json PATH)",
+    )
+    again.add_argument(
+        "--failed",
+        type=Path,
+        metavar="FILE",
+        help="run again the scenarios FILE records as failed, at its sizes, keeping its "
+        "other figures; written into FILE (or --json PATH)",
+    )
+    cli.add_argument("--markdown", type=Path, metavar="PATH", help="write the Markdown report")
     cli.add_argument("--plot", type=Path, metavar="DIR", help="write PNG charts (needs matplotlib)")
     return with_environment(cli)
 
@@ -165,42 +188,132 @@ def _run_against(
     return report, _beside_commit(interleaved, sizes)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmarks (or ``compare``) as the command line says; 0 once they ran."""
+@final
+@attrs.frozen
+class _Plan:
+    """What a run is to do: at which sizes, which scenarios, what it keeps, where it saves."""
+
+    sizes: Sizes
+    only: list[str]
+    """The scenarios to run (empty: every one)."""
+    kept: tuple[ScenarioResult, ...] = ()
+    """Results of a saved run, shown and saved again, not run again."""
+    planned: tuple[str, ...] = ()
+    """What the whole run is for, when it goes on with a saved one."""
+    output: Path | None = None
+    """Where the JSON is written as each scenario ends."""
+
+    @property
+    def done(self) -> bool:
+        """Whether the saved run it goes on with has nothing left to run."""
+        return bool(self.kept) and not self.only
+
+
+def _plan(
+    cli: argparse.ArgumentParser, args: argparse.Namespace, scenarios: Mapping[str, Scenario]
+) -> _Plan:
+    """The run the command line asks for; a usage error exits 2."""
+    only = _names(args.only)
+    unknown = [name for name in only if name not in scenarios]
+    if unknown:
+        cli.error(f"unknown scenario {', '.join(unknown)}; choose from {', '.join(scenarios)}")
+    asked = "full" if args.full else "tiny" if args.tiny else None
+    path = args.resume or args.failed
+    if path is None:
+        return _Plan(PRESETS[asked or "quick"], only, output=args.json)
+    option = "--resume" if args.resume else "--failed"
+    if only or args.against:
+        cli.error(f"{option} runs what {path} says: it takes no --only or --against")
+    try:
+        saved = read_saved(path)
+    except ReportFileError as exc:
+        cli.error(f"{option}: {exc}")
+    if saved.preset not in PRESETS or asked not in (None, saved.preset):
+        cli.error(f"{option}: {path} is a {saved.preset} run; run it at its own sizes")
+    other = saved.other_machine(machine())
+    if other is not None:
+        cli.error(f"{option}: {path} ran on another machine ({other}); start a new run")
+    unknown = [name for name in saved.planned if name not in scenarios]
+    if unknown:
+        cli.error(f"{option}: {path} plans scenarios this harness lacks: {', '.join(unknown)}")
+    names = saved.missing() if args.resume else saved.failed()
+    return _Plan(
+        PRESETS[saved.preset],
+        names,
+        tuple(r for r in saved.results if r.name not in names),
+        saved.planned,
+        args.json or path,
+    )
+
+
+def _run(plan: _Plan, scenarios: Mapping[str, Scenario]) -> Report:
+    """Run `plan`, saving its JSON as each scenario ends."""
+    if plan.done:  # the saved run as it is, its file left untouched
+        print("nothing to run: the saved run has no scenario left to run", file=sys.stderr)
+        return Report(plan.sizes.name, plan.kept, 0.0, planned=plan.planned)
+    output = plan.output
+    with terminal_view(stderr_progress()) as view:
+        return run_suite(
+            plan.sizes,
+            plan.only,
+            view=view,
+            kept=plan.kept,
+            planned=plan.planned,
+            saved=None if output is None else lambda report: report.write_json(output),
+            scenarios=scenarios,
+        )
+
+
+def _interrupted(plan: _Plan) -> int:
+    """Say what Ctrl-C kept; the exit status of a run stopped by SIGINT."""
+    if plan.output is None:
+        said = "nothing saved (--json PATH saves each scenario as it ends)"
+    else:
+        said = (
+            f"the scenarios that ended are in {plan.output}; "
+            f"'python -m benchmarks --resume {plan.output}' runs the rest"
+        )
+    print(f"\ninterrupted: {said}", file=sys.stderr)
+    return 130
+
+
+def main(
+    argv: Sequence[str] | None = None, *, scenarios: Mapping[str, Scenario] = SCENARIOS
+) -> int:
+    """Run the benchmarks (or ``compare``) as the command line says.
+
+    0 once they ran, 1 when a scenario failed (the others' figures are kept).
+    `scenarios` is the registry ``--only`` and the run choose from.
+    """
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["compare"]:
         return compare(arguments[1:])
     cli = parser()
     args = cli.parse_args(arguments)
-    only = _names(args.only)
-    unknown = [name for name in only if name not in SCENARIOS]
-    if unknown:
-        cli.error(f"unknown scenario {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
-    sizes = PRESETS["full" if args.full else "tiny" if args.tiny else "quick"]
+    plan = _plan(cli, args, scenarios)
     comparison = None
-    if args.against is None:
-        report = run_suite(sizes, only)
-    else:
-        report, comparison = _run_against(cli, args.against, sizes, only)
+    try:
+        if args.against is None:
+            report = _run(plan, scenarios)
+        else:
+            report, comparison = _run_against(cli, args.against, plan.sizes, plan.only)
+    except KeyboardInterrupt:
+        return _interrupted(plan)
     print(file=sys.stderr)
     if comparison is None:
-        report.print_table(sys.stdout)
-    if args.json is not None:
-        report.write_json(args.json)
-        print(f"JSON written: {args.json}", file=sys.stderr)
+        report.print_table(sys.stdout)  # the one table: the Markdown goes to --markdown only
+    else:
+        print(comparison)
+    if plan.output is not None and not plan.done:
+        report.write_json(plan.output)
+        print(f"JSON written: {plan.output}", file=sys.stderr)
     if args.plot is not None:
         for line in report.plot(args.plot):
             print(line, file=sys.stderr)
-    markdown = report.to_markdown()
     if args.markdown is not None:
-        args.markdown.write_text(markdown + "\n")
+        args.markdown.write_text(report.to_markdown() + "\n")
         print(f"Markdown written: {args.markdown}", file=sys.stderr)
-    elif comparison is None:
-        print()
-        print(markdown)
-    if comparison is not None:
-        print(comparison)
-    return 0
+    return 1 if report.failed else 0
 
 
 if __name__ == "__main__":

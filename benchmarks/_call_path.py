@@ -147,6 +147,18 @@ def _throughput_series(per_keys: Mapping[int, Results], callers: int) -> list[Se
     ]
 
 
+def _callers_series(results: Results, keys: int, callers: Sequence[int]) -> list[Series]:
+    return [
+        Series(
+            "callers",
+            f"{design}, keys={keys}",
+            tuple(float(c) for c in callers),
+            tuple(throughputs(results[design][f"callers={c}"]).median for c in callers),
+        )
+        for design in DESIGNS
+    ]
+
+
 def call_path_result(per_keys: Mapping[int, Results], callers: Sequence[int]) -> ScenarioResult:
     """The scenario's figures, notes and chart data from `measure_call_path`'s results."""
     figures: list[Figure] = []
@@ -157,6 +169,9 @@ def call_path_result(per_keys: Mapping[int, Results], callers: Sequence[int]) ->
     plotted = call_keys[min(1, len(call_keys) - 1)]
     series = _latency_series(per_keys[plotted], plotted) if 1 in callers else []
     series += _throughput_series(per_keys, max(callers))
+    if len(callers) > 1:
+        most = max(call_keys)
+        series += _callers_series(per_keys[most], most, sorted(callers))
     notes = (
         "ratios pair the runtime's round with the baseline's round of the same number; "
         "latency targets apply at light load (one caller)",

@@ -39,7 +39,7 @@ NAME: Final = "churn"
 CHURN_TTL: Final = 0.001
 CALM_TTL: Final = 3600.0
 LOST_AFTER: Final = 30.0  # seconds without a reply after which a call counts as lost
-ZERO: Final = Target("==", 0)
+ZERO: Final = Target("==", 0, any_size=True)
 
 
 @attrs.define

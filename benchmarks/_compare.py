@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
-from ._report import FORMAT, format_value
+from ._report import FORMAT, MACHINE_KEYS, format_value
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,6 +47,7 @@ __all__ = [
     "compared_of",
     "figures_of",
     "pair",
+    "read_json",
     "read_report",
     "render",
 ]
@@ -189,11 +190,8 @@ def compared_of(data: object, label: str) -> Compared:
     )
 
 
-def read_report(path: Path, label: str | None = None) -> Compared:
-    """Read a file written by ``python -m benchmarks --json`` (labelled with its name).
-
-    Raises `ReportFileError` naming the file and what is wrong with it.
-    """
+def read_json(path: Path) -> object:
+    """The JSON in `path`; raises `ReportFileError` when it is missing, unreadable or not JSON."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -203,10 +201,18 @@ def read_report(path: Path, label: str | None = None) -> Compared:
         msg = f"{path}: cannot be read ({exc})"
         raise ReportFileError(msg) from None
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         msg = f"{path}: not JSON ({exc})"
         raise ReportFileError(msg) from None
+
+
+def read_report(path: Path, label: str | None = None) -> Compared:
+    """Read a file written by ``python -m benchmarks --json`` (labelled with its name).
+
+    Raises `ReportFileError` naming the file and what is wrong with it.
+    """
+    data = read_json(path)
     try:
         return compared_of(data, label or str(path))
     except ReportFileError as exc:
@@ -337,8 +343,8 @@ def _notes(rows: Sequence[Row], a: Compared, b: Compared) -> list[str]:
             "may be of batches of different sizes"
         )
     if a.machine and b.machine:
-        here = [a.machine.get(k) for k in ("cpu_count", "platform", "python")]
-        there = [b.machine.get(k) for k in ("cpu_count", "platform", "python")]
+        here = [a.machine.get(k) for k in MACHINE_KEYS]
+        there = [b.machine.get(k) for k in MACHINE_KEYS]
         if here != there:
             notes.append("A and B ran on different machines or Pythons: compare with care")
     counts = sorted(

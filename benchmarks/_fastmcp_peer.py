@@ -89,7 +89,7 @@ PAIRS: Final = (
     (OURS_MEMORY, FASTMCP_MEMORY, RATIO_TARGET),  # both in memory
     (OURS_SQLITE, FASTMCP_MEMORY, None),  # ours durable, theirs not
 )
-NONE_TARGET: Final = Target("==", 0)
+NONE_TARGET: Final = Target("==", 0, any_size=True)
 MIXED: Final = "mixed"
 SHARED: Final = "shared"
 SERVER_HINT: Final = "pip install -e '.[server]'"

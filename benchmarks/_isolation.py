@@ -40,8 +40,8 @@ __all__ = ["run_isolation"]
 NAME: Final = "isolation"
 RUNTIME: Final = "runtime"
 SWITCH: Final = "switch_context (replaced design)"
-ZERO: Final = Target("==", 0)
-SOME: Final = Target(">", 0)
+ZERO: Final = Target("==", 0, any_size=True)
+SOME: Final = Target(">", 0, any_size=True)
 
 ToolCall = Callable[[ToolContext, str, Mapping[str, Any]], Awaitable[str]]
 """Run a planning tool (base name) with arguments for a context; return the result's text."""

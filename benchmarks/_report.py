@@ -3,7 +3,12 @@
 A `Figure` is one number with its unit, its spread across rounds and, when
 the issue sets one, its target and whether it meets it. The report never
 judges beyond that: a missed target is printed as ``MISSED`` and the harness
-still exits 0.
+still exits 0. Targets are meant for the quick and full sizes: a tiny run
+reports its figures without a verdict, except for the correctness counts
+(nothing lost, leaked or wrong), which hold at any size.
+
+A scenario that raised is a `ScenarioResult` with a `Failure` and no
+figures; the others keep theirs, and the report shows which failed and why.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ import os
 import platform
 import sys
 import tomllib
+import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TextIO, final
+from typing import TYPE_CHECKING, Any, Final, Literal, TextIO, final
 
 import attrs
 
@@ -28,12 +34,16 @@ if TYPE_CHECKING:
 __all__ = [
     "FORMAT",
     "INSTALL_HINT",
+    "MACHINE_KEYS",
+    "Failure",
     "Figure",
+    "Load",
     "Report",
     "ScenarioResult",
     "Series",
     "Target",
     "figure",
+    "load_average",
     "machine",
     "versions",
 ]
@@ -58,6 +68,8 @@ _CHECKS: dict[Comparison, Callable[[float, float], bool]] = {
     "<": lambda value, bound: value < bound,
 }
 _SYMBOLS: dict[Comparison, str] = {">=": "≥", "<=": "≤", "==": "=", ">": ">", "<": "<"}
+NOT_JUDGED = "not judged"
+"""The verdict column of a figure whose target is not meant for the run's sizes."""
 
 
 @final
@@ -69,6 +81,9 @@ class Target:
     """How the value compares with the bound."""
     bound: float
     """The bound, in the figure's unit."""
+    any_size: bool = False
+    """Whether the bound holds at every size: a correctness count (nothing lost,
+    leaked or wrong), judged even in a tiny run, unlike a speed or a size."""
 
     def meets(self, value: float) -> bool:
         """Whether `value` meets the target (``nan`` never does)."""
@@ -108,6 +123,11 @@ class Figure:
     """The largest round, when there were rounds."""
     rounds: int = 1
     """How many rounds the median is of."""
+    any_size: bool = False
+    """Whether its target holds at every size (see `Target.any_size`)."""
+    judged: bool = True
+    """False when the run was too small for the target (a tiny run): `meets` is
+    what the comparison gives, but no verdict is drawn from it."""
 
     def spread(self) -> str:
         """``low .. high`` or ``""`` for a single measurement."""
@@ -116,9 +136,11 @@ class Figure:
         return f"{format_value(self.low)} .. {format_value(self.high)}"
 
     def verdict(self) -> str:
-        """``ok``, ``MISSED`` or ``""`` (no target)."""
+        """``ok``, ``MISSED``, ``not judged`` (a tiny run) or ``""`` (no target)."""
         if self.meets is None:
             return ""
+        if not self.judged:
+            return NOT_JUDGED
         return "ok" if self.meets else "MISSED"
 
     def to_json(self) -> dict[str, Any]:
@@ -150,6 +172,7 @@ def figure(
         low=stats.low,
         high=stats.high,
         rounds=stats.rounds,
+        any_size=target is not None and target.any_size,
     )
 
 
@@ -158,7 +181,7 @@ def figure(
 class Series:
     """Data for one line (or one distribution) of a chart."""
 
-    chart: Literal["latency", "throughput", "memory"]
+    chart: Literal["latency", "throughput", "callers", "memory"]
     """Which chart it belongs to."""
     label: str
     """The legend entry."""
@@ -166,6 +189,97 @@ class Series:
     """Abscissae; empty for a distribution."""
     y: tuple[float, ...]
     """Ordinates, or the samples of a distribution."""
+
+
+LoadAverage = tuple[float, float, float]
+"""The machine's load average over 1, 5 and 15 minutes."""
+
+
+def load_average() -> LoadAverage | None:
+    """The machine's load average now, or None where the system does not tell."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except (AttributeError, OSError):  # Windows has none
+        return None
+    return (round(one, 2), round(five, 2), round(fifteen, 2))
+
+
+@final
+@attrs.frozen
+class Load:
+    """The machine's load around a span of the run: other work competing for its cores."""
+
+    start: LoadAverage | None
+    """The load average when the span began."""
+    end: LoadAverage | None
+    """The load average when it ended."""
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"start": [1 min, 5 min, 15 min], "end": [...]}`` (null where unknown)."""
+        return {"start": _listed(self.start), "end": _listed(self.end)}
+
+    def describe(self) -> str:
+        """E.g. ``load 1.52 -> 2.03``: the 1-minute averages, what the figures ran beside."""
+        start, end = (format_value(None if v is None else v[0]) for v in (self.start, self.end))
+        return f"load {start} -> {end}"
+
+
+def _listed(value: LoadAverage | None) -> list[float] | None:
+    return None if value is None else list(value)
+
+
+_PROJECT_TOP: Final = Path(__file__).resolve().parent.parent
+
+
+@final
+@attrs.frozen
+class Failure:
+    """Why a scenario stopped: the error it raised, and where."""
+
+    kind: str
+    """The error's type, with its module unless a built-in: ``httpx2.ReadError``."""
+    message: str
+    """What it said."""
+    where: str
+    """The innermost frame of this project, ``benchmarks/_embedding.py:312 in _http``
+    (or the innermost of all when none is the project's)."""
+    traceback: str = ""
+    """The whole traceback, for whoever debugs it."""
+
+    @classmethod
+    def of(cls, exc: BaseException) -> Failure:
+        """The failure `exc` describes; a group of one error (trio, TaskGroup) is that error."""
+        errors = _leaves(exc)
+        first = errors[0]
+        message = str(first)
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more errors in the same group)"
+        kind = type(first).__qualname__
+        module = type(first).__module__
+        if module != "builtins":
+            kind = f"{module.split('.')[0]}.{kind}"
+        return cls(kind, message, _where(first), "".join(traceback.format_exception(exc)))
+
+    def describe(self) -> str:
+        """``ReadError: connection reset (benchmarks/_embedding.py:312 in _http)``."""
+        return f"{self.kind}: {self.message} ({self.where})"
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "unknown"
+    ours = [f for f in frames if Path(f.filename).resolve().is_relative_to(_PROJECT_TOP)]
+    frame = (ours or frames)[-1]
+    path = Path(frame.filename).resolve()
+    shown = path.relative_to(_PROJECT_TOP) if path.is_relative_to(_PROJECT_TOP) else path
+    return f"{shown}:{frame.lineno} in {frame.name}"
 
 
 @final
@@ -181,12 +295,34 @@ class ScenarioResult:
     """Lines for the reader: what was skipped and why, how to read a figure."""
     series: tuple[Series, ...] = ()
     """Chart data."""
+    failure: Failure | None = None
+    """Why it stopped, when it raised (and then it has no figures)."""
+    seconds: float | None = None
+    """How long it ran, when the suite timed it."""
+    load: Load | None = None
+    """The machine's load while it ran, when the suite read it."""
+
+    def record(self) -> dict[str, Any]:
+        """Its entry in the JSON's ``scenarios`` list: status, time, load and failure."""
+        return {
+            "name": self.name,
+            "status": "ok" if self.failure is None else "failed",
+            "seconds": None if self.seconds is None else round(self.seconds, 3),
+            "load": None if self.load is None else self.load.to_json(),
+            "failure": None if self.failure is None else attrs.asdict(self.failure),
+        }
+
+
+MACHINE_KEYS: Final = ("cpu_count", "platform", "python")
+"""What makes two runs' machines the same, for comparing them and for resuming a run."""
 
 
 def machine() -> dict[str, Any]:
     """The machine the numbers were taken on."""
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     return {
         "cpu_count": os.cpu_count(),
+        "cores_usable": None if usable is None else len(usable),
         "platform": platform.platform(),
         "machine": platform.machine(),
         "python": sys.version.split()[0],
@@ -261,6 +397,10 @@ class Report:
     """See `machine`."""
     versions: dict[str, str] = attrs.field(factory=versions)
     """See `versions`."""
+    load: Load | None = None
+    """The machine's load at the start and the end of the run, when read."""
+    planned: tuple[str, ...] = ()
+    """The scenarios the run was asked for, in order (``--resume`` runs those missing)."""
 
     @property
     def figures(self) -> tuple[Figure, ...]:
@@ -269,8 +409,13 @@ class Report:
 
     @property
     def missed(self) -> tuple[Figure, ...]:
-        """The figures that miss their target."""
-        return tuple(f for f in self.figures if f.meets is False)
+        """The figures that miss a target meant for the run's sizes."""
+        return tuple(f for f in self.figures if f.meets is False and f.judged)
+
+    @property
+    def failed(self) -> tuple[ScenarioResult, ...]:
+        """The scenarios that raised."""
+        return tuple(s for s in self.scenarios if s.failure is not None)
 
     def to_json(self) -> dict[str, Any]:
         """The machine-readable report."""
@@ -279,34 +424,63 @@ class Report:
             "preset": self.preset,
             "seconds": round(self.seconds, 3),
             "machine": self.machine,
+            "load": None if self.load is None else self.load.to_json(),
             "versions": self.versions,
+            "planned": list(self.planned),
+            "scenarios": [s.record() for s in self.scenarios],
             "figures": [f.to_json() for f in self.figures],
             "notes": {s.name: list(s.notes) for s in self.scenarios if s.notes},
             "missed": [f"{f.scenario}: {f.name}" for f in self.missed],
+            "failed": [s.name for s in self.failed],
         }
 
     def write_json(self, path: Path) -> None:
-        """Write `to_json` to `path`."""
-        path.write_text(json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n")
+        """Write `to_json` to `path` atomically: a reader (or a crash) never sees half a file.
+
+        The text goes to a temporary file beside `path`, renamed over it once
+        complete, so that a run stopped at any moment leaves the previous
+        complete file.
+        """
+        text = json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        try:
+            partial.write_text(text, encoding="utf-8")
+            partial.replace(path)
+        finally:
+            partial.unlink(missing_ok=True)
 
     def _header(self) -> str:
         m = self.machine
         v = self.versions
+        load = "" if self.load is None else f", {self.load.describe()}"
         return (
-            f"{self.preset} run, {self.seconds:.0f} s on {m['cpu_count']} CPUs, "
+            f"{self.preset} run, {self.seconds:.0f} s on {m['cpu_count']} CPUs{load}, "
             f"{m['platform']}, Python {m['python']}; mcp-actors {v['mcp-actors']}, "
             f"trio {v['trio']}, attrs {v['attrs']}, cattrs {v['cattrs']}"
         )
 
     def _summary(self) -> str:
-        judged = [f for f in self.figures if f.meets is not None]
-        return f"{len(judged) - len(self.missed)} of {len(judged)} targets met"
+        judged = [f for f in self.figures if f.meets is not None and f.judged]
+        unjudged = sum(f.meets is not None and not f.judged for f in self.figures)
+        summary = f"{len(judged) - len(self.missed)} of {len(judged)} targets met"
+        if unjudged:
+            summary += f"; {unjudged} {NOT_JUDGED} at {self.preset} sizes"
+        if self.failed:
+            names = ", ".join(s.name for s in self.failed)
+            summary += f"; {len(self.failed)} scenario{'s' if len(self.failed) > 1 else ''} "
+            summary += f"FAILED: {names}"
+        return summary
+
+    def _failures(self) -> list[str]:
+        return [f"{s.name} FAILED: {s.failure.describe()}" for s in self.scenarios if s.failure]
 
     def to_markdown(self) -> str:
         """The report as a Markdown document: one table per scenario, then the misses."""
         lines = ["# Benchmark report", "", self._header(), "", self._summary(), ""]
         for scenario in self.scenarios:
             lines += [f"## {scenario.name}", ""]
+            if scenario.failure is not None:
+                lines += [f"**Failed**: `{scenario.failure.describe()}`", ""]
             lines += [f"- {note}" for note in scenario.notes]
             if scenario.notes:
                 lines.append("")
@@ -345,6 +519,8 @@ class Report:
         for scenario in self.scenarios:
             for note in scenario.notes:
                 console.print(f"[{scenario.name}] {note}", highlight=False, markup=False)
+        for line in self._failures():
+            console.print(line, style="red", highlight=False, markup=False)
 
     def _print_plain(self, out: TextIO) -> None:
         rows = [_COLUMNS, *_rows(self.figures)]
@@ -362,9 +538,15 @@ class Report:
         for scenario in self.scenarios:
             for note in scenario.notes:
                 print(f"[{scenario.name}] {note}", file=out)
+        for line in self._failures():
+            print(line, file=out)
 
     def plot(self, directory: Path) -> list[str]:
-        """Write the charts as PNG files into `directory`; return lines saying what happened."""
+        """Write the charts as PNG files into `directory`; return lines saying what happened.
+
+        Only scenarios run in this process have chart data: a saved run's
+        (``--resume``) keeps its figures, not the samples behind them.
+        """
         series = [s for scenario in self.scenarios for s in scenario.series]
         return write_charts(series, directory)
 
@@ -377,6 +559,11 @@ _CHARTS: dict[str, tuple[str, str, str]] = {
         "latency (µs)|share of calls ≤ x",
     ),
     "throughput": ("throughput.png", "Throughput against the number of keys", "keys|calls/s"),
+    "callers": (
+        "callers.png",
+        "Throughput against the number of concurrent callers",
+        "callers|calls/s",
+    ),
     "memory": ("memory.png", "Memory against the number of idle actors", "actors|bytes"),
 }
 

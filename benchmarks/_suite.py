@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, final
 
 import attrs
@@ -21,9 +21,18 @@ from ._memory import run_memory
 from ._observer import run_observer
 from ._over_mcp import run_over_mcp
 from ._peers import run_peers
-from ._report import Report, ScenarioResult
+from ._progress import PlainView, View
+from ._report import Failure, Figure, Load, Report, ScenarioResult, load_average
 
-__all__ = ["PRESETS", "SCENARIOS", "Sizes", "run_suite", "stderr_progress"]
+__all__ = [
+    "PRESETS",
+    "SCENARIOS",
+    "Scenario",
+    "Sizes",
+    "run_scenario",
+    "run_suite",
+    "stderr_progress",
+]
 
 
 @final
@@ -33,6 +42,9 @@ class Sizes:
 
     name: str
     """The preset's name."""
+    judged: bool
+    """Whether the figures are judged against their targets, which are meant for
+    the quick and full sizes; the tiny sizes judge only correctness counts."""
     rounds: int
     """Interleaved rounds per measurement."""
     call_keys: tuple[int, ...]
@@ -145,6 +157,7 @@ class Sizes:
 
 TINY: Final = Sizes(
     name="tiny",
+    judged=False,
     rounds=2,
     call_keys=(1, 10),
     call_callers=(1, 10),
@@ -202,6 +215,7 @@ TINY: Final = Sizes(
 )
 QUICK: Final = Sizes(
     name="quick",
+    judged=True,
     rounds=5,
     call_keys=(1, 100, 10_000),
     call_callers=(1, 100),
@@ -259,6 +273,7 @@ QUICK: Final = Sizes(
 )
 FULL: Final = Sizes(
     name="full",
+    judged=True,
     rounds=5,
     call_keys=(1, 100, 10_000, 100_000),
     call_callers=(1, 10, 100, 1_000),
@@ -318,6 +333,7 @@ PRESETS: Final = {sizes.name: sizes for sizes in (TINY, QUICK, FULL)}
 """The sizes by name: ``tiny`` (the tests), ``quick`` (the default), ``full``."""
 
 Scenario = Callable[[Sizes, Progress], ScenarioResult]
+"""A scenario: run at these sizes, reporting progress lines; what it measured."""
 
 
 SCENARIOS: Final[Mapping[str, Scenario]] = {
@@ -346,20 +362,83 @@ def stderr_progress() -> Progress:
     return progress
 
 
-def run_suite(sizes: Sizes, only: Iterable[str] = (), progress: Progress | None = None) -> Report:
-    """Run the scenarios named in `only` (every one when empty) at `sizes`."""
-    chosen = list(only) or list(SCENARIOS)
-    unknown = [name for name in chosen if name not in SCENARIOS]
+def run_scenario(name: str, scenario: Scenario, sizes: Sizes, progress: Progress) -> ScenarioResult:
+    """Run one scenario, timed, with the machine's load around it; a failure is recorded.
+
+    An `Exception` becomes a result with its `Failure` and no figures, so that
+    the suite goes on; Ctrl-C (`KeyboardInterrupt`) and exits are not caught.
+    """
+    before = load_average()
+    began = time.perf_counter()
+    try:
+        result = scenario(sizes, progress)
+    except Exception as exc:  # recorded: one broken scenario must not lose the others' figures
+        result = ScenarioResult(name, failure=Failure.of(exc))
+    if not sizes.judged:
+        result = attrs.evolve(result, figures=tuple(_unjudged(f) for f in result.figures))
+    return attrs.evolve(
+        result, seconds=time.perf_counter() - began, load=Load(before, load_average())
+    )
+
+
+def _unjudged(fig: Figure) -> Figure:
+    """`fig` without a verdict, unless its target is a correctness count (any size)."""
+    return fig if fig.any_size or fig.target is None else attrs.evolve(fig, judged=False)
+
+
+def run_suite(
+    sizes: Sizes,
+    only: Iterable[str] = (),
+    progress: Progress | None = None,
+    *,
+    view: View | None = None,
+    kept: Sequence[ScenarioResult] = (),
+    planned: Sequence[str] = (),
+    saved: Callable[[Report], None] | None = None,
+    scenarios: Mapping[str, Scenario] = SCENARIOS,
+) -> Report:
+    """Run the scenarios named in `only` (every one when empty) at `sizes`.
+
+    `kept` are results of an earlier run (``--resume``, ``--failed``): shown
+    in the report, not run again. `planned` is what the whole run was asked
+    for (default: `only` with `kept`). After each scenario, `saved` gets the
+    report so far, so that a crash or Ctrl-C loses only the scenario it
+    stopped. Progress goes to `view` (default: plain lines through
+    `progress`, default `stderr_progress`). `scenarios` is the registry the
+    names are looked up in, in the order they run.
+    """
+    chosen = list(only) or [name for name in scenarios if name not in {k.name for k in kept}]
+    unknown = [name for name in chosen if name not in scenarios]
     if unknown:
         msg = (
-            f"unknown scenario {', '.join(map(repr, unknown))}; choose from {', '.join(SCENARIOS)}"
+            f"unknown scenario {', '.join(map(repr, unknown))}; choose from {', '.join(scenarios)}"
         )
         raise ValueError(msg)
-    report = progress or stderr_progress()
+    watch = view or PlainView(progress or stderr_progress())
+    order = list(scenarios)  # the canonical order, whatever order they were asked in
+    todo = [name for name in order if name in chosen]
+    wanted = list(planned) or _in_order([*chosen, *(k.name for k in kept)], order)
+    before = load_average()
     began = time.perf_counter()
-    results = []
-    for name in SCENARIOS:  # the canonical order, whatever order they were asked in
-        if name in chosen:
-            report(f"{name}: starting")
-            results.append(SCENARIOS[name](sizes, report))
-    return Report(sizes.name, tuple(results), time.perf_counter() - began)
+    results = {result.name: result for result in kept}
+
+    def report() -> Report:
+        ran = [results[name] for name in _in_order(results, order)]
+        load = Load(before, load_average())
+        return Report(
+            sizes.name, tuple(ran), time.perf_counter() - began, load=load, planned=tuple(wanted)
+        )
+
+    for number, name in enumerate(todo, 1):
+        watch.started(name, number, len(todo))
+        results[name] = run_scenario(name, scenarios[name], sizes, watch.line)
+        watch.ended(results[name])
+        if saved is not None:
+            saved(report())
+    return report()
+
+
+def _in_order(names: Iterable[str], order: Sequence[str]) -> list[str]:
+    """`names` in `order`, those not in it (a saved run's unknown scenarios) at the end."""
+    rank = {name: index for index, name in enumerate(order)}
+    return sorted(dict.fromkeys(names), key=lambda name: rank.get(name, len(rank)))

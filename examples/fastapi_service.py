@@ -5,6 +5,10 @@ Run it from the project root with ``uvicorn examples.fastapi_service:app``
 (``memory`` by default; ``sqlite:///state.db`` keeps goals across restarts).
 The same tools, on the same state, are served to MCP clients at ``/mcp``;
 ``MCP_ACTORS_TOKENS`` names a tokens file, as ``serve --tokens-file`` reads.
+Behind a proxy or a client that pools connections, give uvicorn a
+``--timeout-keep-alive`` longer than their idle timeout (uvicorn's is 5 s,
+httpx's too): the side that closes an idle connection must be the client,
+or a request sent as the server closes it is reset.
 """
 
 import logging

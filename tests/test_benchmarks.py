@@ -774,10 +774,10 @@ class TestOptionalPackages:
 
     @pytest.mark.skipif(not importlib.util.find_spec("matplotlib"), reason="needs matplotlib")
     def test_charts_are_written(self, report: Report, tmp_path: Path) -> None:
-        """Latency, throughput and memory charts land in the directory as PNG files."""
+        """Latency, throughput (against keys and callers) and memory charts, as PNG files."""
         report.plot(tmp_path)
         names = {path.name for path in tmp_path.iterdir()}
-        assert names == {"latency.png", "throughput.png", "memory.png"}
+        assert names == {"latency.png", "throughput.png", "callers.png", "memory.png"}
 
     def test_missing_peers_are_skipped_with_the_install_command(
         self, monkeypatch: pytest.MonkeyPatch

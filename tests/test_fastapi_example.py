@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -240,3 +242,47 @@ async def test_the_mounted_mcp_endpoint_shares_the_state_under_servers_rules(
     assert status == -signal.SIGTERM
     assert "runtime stopped" in log
     assert "Traceback" not in log
+
+
+def test_the_benchmark_server_keeps_an_idle_connection_longer_than_its_clients_do() -> None:
+    """A connection idle for as long as the benchmark's clients reuse one is still served.
+
+    The embedding scenario once crashed with a ReadError: uvicorn closed a
+    connection idle for its keep-alive (5 s) while the client, whose own 5 s
+    countdown starts later, wrote its next request on it. The server must
+    outlast the client: here nothing but the server closing the connection
+    ends the wait early, and it may not come before the client's expiry and a
+    second more (load only delays a server's close, never hastens it).
+    """
+    from benchmarks import _embedding as embedding
+
+    request = b"GET /sessions/s/goals HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with embedding._serve_example() as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=STOP_TIMEOUT) as sock:
+            sock.sendall(request)
+            assert _response(sock).startswith(b"HTTP/1.1 200 ")
+            closed, _, _ = select.select([sock], [], [], embedding.CLIENT_KEEP_ALIVE + 1)
+            assert not closed, "the server closed an idle connection its client would reuse"
+            sock.sendall(request)
+            assert _response(sock).startswith(b"HTTP/1.1 200 ")
+
+
+def _response(sock: socket.socket) -> bytes:
+    """One whole HTTP/1.1 response with a Content-Length, read from `sock`."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += _received(sock)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        body += _received(sock)
+    return head + b"\r\n\r\n" + body
+
+
+def _received(sock: socket.socket) -> bytes:
+    chunk = sock.recv(65536)
+    if not chunk:
+        msg = "the server closed the connection"
+        raise ConnectionError(msg)
+    return chunk
