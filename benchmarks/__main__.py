@@ -5,6 +5,7 @@
     python -m benchmarks --only call_path,churn --json out.json --plot charts/
     python -m benchmarks --only call_path --against main      # this code beside main's
     python -m benchmarks compare before.json after.json       # two saved runs side by side
+    python -m benchmarks bench --url http://127.0.0.1:8000/mcp --tool t   # any MCP server
     python -m benchmarks --json run.json       # run.json rewritten as each scenario ends
     python -m benchmarks --resume run.json     # the scenarios run.json has no record of yet
     python -m benchmarks --failed run.json     # again, those run.json records as failed
@@ -60,8 +61,9 @@ def parser() -> argparse.ArgumentParser:
     cli = Parser(
         prog="python -m benchmarks",
         description="Benchmark and stress the actor runtime beside its baselines.",
-        epilog="'python -m benchmarks compare A.json B.json' compares two saved runs "
-        "(see its --help).",
+        epilog="'python -m benchmarks compare A.json B.json' compares two saved runs; "
+        "'python -m benchmarks bench ...' loads any MCP server, as 'mcp-actors bench' does "
+        "(see their --help).",
     )
     size = cli.add_mutually_exclusive_group()
     size.add_argument("--full", action="store_true", help="run the larger sizes (many minutes)")
@@ -288,6 +290,10 @@ def main(
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["compare"]:
         return compare(arguments[1:])
+    if arguments[:1] == ["bench"]:
+        from actors.harness._cli import main as bench_main  # the harness, for any server
+
+        return bench_main(arguments[1:], prog="python -m benchmarks bench")
     cli = parser()
     args = cli.parse_args(arguments)
     plan = _plan(cli, args, scenarios)

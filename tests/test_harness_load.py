@@ -527,3 +527,13 @@ async def test_a_server_that_cannot_start_is_an_error_naming_it() -> None:
     unreachable = HttpTarget("http://127.0.0.1:1/mcp")
     with pytest.raises(TargetError, match=r"http://127\.0\.0\.1:1/mcp did not open"):
         await run_load(unreachable, plan, describe="nothing")
+
+
+def test_python_m_benchmarks_bench_is_mcp_actors_bench(capsys: pytest.CaptureFixture[str]) -> None:
+    """The suite's command line hands ``bench`` to the harness: the same refusal, its name."""
+    from benchmarks.__main__ import main as suite_main
+
+    with pytest.raises(SystemExit) as refused:
+        suite_main(["bench", "--url", "http://127.0.0.1:9/mcp", "--calls", "1"])
+    assert refused.value.code == 2
+    assert "python -m benchmarks bench: error:" in capsys.readouterr().err
