@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 from hypothesis.stateful import (
     RuleBasedStateMachine,
-    precondition,
     rule,
     run_state_machine_as_test,
 )
@@ -93,8 +92,10 @@ class _Tally:
     sessions: int = 0
     calls: int = 0
     best: _Failure | None = None
+    error: tuple[IsolationCheckError, int] | None = None
+    """The error that stopped the shortest sequence, and its length."""
     first_failure: int | None = None
-    """The number of the sequence that failed first."""
+    """The number of the sequence that failed or stopped first."""
 
     def found(self, failure: _Failure) -> None:
         """Keep `failure` if it is the best so far."""
@@ -102,6 +103,13 @@ class _Tally:
             self.first_failure = self.examples
         if self.best is None or failure.rank() < self.best.rank():
             self.best = failure
+
+    def stopped(self, error: IsolationCheckError, length: int) -> None:
+        """Keep `error` if it came after the shortest sequence so far; start the budget."""
+        if self.first_failure is None:
+            self.first_failure = self.examples
+        if self.error is None or length < self.error[1]:
+            self.error = (error, length)
 
     def start(self) -> None:
         """Count a new sequence; `_Enough` once `shrinks` have run since the first failure."""
@@ -184,7 +192,7 @@ def _text(result: Any) -> str:
 class IsolationMachine(RuleBasedStateMachine):
     """Sessions writing watermarks and reading them back, alone or in concurrent batches."""
 
-    # Set on the subclass each check makes (`_bound`): Hypothesis makes machines from a class.
+    # Set on the subclass each check makes (`_search`): Hypothesis makes machines from a class.
     host: _Host
     plan: Plan
     tally: _Tally
@@ -263,8 +271,11 @@ class IsolationMachine(RuleBasedStateMachine):
     # ---- judging, in the worker thread ----
 
     def _stop(self, message: str) -> IsolationCheckError:
+        """The error that stops the check, with the sequence so far; kept on the tally."""
         trace = "\n".join(f"  {line}" for line in self.lines)
-        return IsolationCheckError(f"{message}\nthe sequence that led to it:\n{trace}")
+        error = IsolationCheckError(f"{message}\nthe sequence that led to it:\n{trace}")
+        self.tally.stopped(error, len(self.lines))
+        return error
 
     def _judge(self, done: _Done) -> tuple[list[Leak], list[LostWrite], str]:
         """A read's leaks and lost writes, and its line with what it showed."""
@@ -283,8 +294,10 @@ class IsolationMachine(RuleBasedStateMachine):
             ]
         shown = [f"session {leak.writer}'s {leak.mark}" for leak in leaks]
         shown += [f"lacks its own {lost_write.mark}" for lost_write in lost]
-        verdict = "LEAK: shows " if leaks else "LOST WRITE: "
-        return leaks, lost, f"{done.line} -> {verdict + '; '.join(shown) if shown else 'ok'}"
+        if not shown:
+            return leaks, lost, f"{done.line} -> ok"
+        verdict = "LEAK: shows" if leaks else "LOST WRITE:"
+        return leaks, lost, f"{done.line} -> {verdict} {'; '.join(shown)}"
 
     def _record(self, calls: list[tuple[_Session, str]]) -> None:
         """Make `calls` (concurrently if several), add their lines, and judge the reads."""
@@ -367,9 +380,6 @@ class IsolationMachine(RuleBasedStateMachine):
     def _slot(self, data: st.DataObject) -> int:
         return data.draw(st.integers(0, self.plan.budget.sessions - 1), label="slot")
 
-    def _has_an_open_session(self) -> bool:
-        return any(self.slots)
-
     @rule(data=st.data())
     def write(self, data: st.DataObject) -> None:
         self._record([(self._session_in(self._slot(data)), WRITE)])
@@ -390,14 +400,14 @@ class IsolationMachine(RuleBasedStateMachine):
         drawn = data.draw(pairs, label="calls")
         self._record([(self._session_in(slot), kind) for slot, kind in drawn])
 
-    @precondition(_has_an_open_session)
     @rule(data=st.data())
     def close_session(self, data: st.DataObject) -> None:
-        slot = data.draw(
-            st.sampled_from([slot for slot, open in enumerate(self.slots) if open]), label="slot"
-        )
+        # No precondition (a rule Hypothesis must skip is hard for it to shrink away): an
+        # empty slot has nothing to close.
+        slot = self._slot(data)
         session = self.slots[slot]
-        assert session is not None
+        if session is None:
+            return
         self.host.run(_Host.close, [session])
         session.open = False
         self.slots[slot] = None
@@ -427,11 +437,13 @@ def _search(host: _Host, plan: Plan, tally: _Tally) -> None:
     )
     try:
         run_state_machine_as_test(bound, settings=_settings(plan.budget))
-    except (_Failure, _Enough, Flaky):
+    except (_Failure, _Enough, Flaky, IsolationCheckError):
         # Flaky: a race that failed once and not on a replay (it failed all the same), or
         # the runs that _Enough cut short, which Hypothesis sees drawing less than before.
-        if tally.best is None:
+        if tally.best is None and tally.error is None:
             raise
+    if tally.best is None and tally.error is not None:
+        raise tally.error[0]  # the shortest sequence's, whatever was raised last
 
 
 async def run(factory: SessionFactory, plan: Plan) -> IsolationReport:
