@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import pytest
+import trio
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 
 from actors.harness import (
@@ -217,6 +218,45 @@ async def test_a_call_that_fails_stops_the_check_with_the_call_and_the_sequence(
     assert "list_notez" in message
     assert "failed" in message
     assert "open session 0" in message  # the sequence that led to it
+
+
+async def test_a_session_that_does_not_open_stops_the_check_naming_it() -> None:
+    @asynccontextmanager
+    async def refusing() -> AsyncIterator[ClientSession]:
+        raise OSError("connection refused")
+        yield  # an async generator, never reached
+
+    with pytest.raises(IsolationCheckError, match="open session 0 failed: OSError"):
+        await check_isolation(refusing, write=SDK_WRITE, read=SDK_READ)
+
+
+async def test_a_cancelled_check_closes_every_session_it_opened() -> None:
+    """Structured concurrency: the sessions' tasks and the worker thread end with the check."""
+    server = notes_server("keyed")
+    opened = closed = 0
+    several_opened = trio.Event()
+
+    @asynccontextmanager
+    async def counted() -> AsyncIterator[ClientSession]:
+        nonlocal opened, closed
+        opened += 1
+        if opened == 3:
+            several_opened.set()
+        try:
+            async with Client(server) as client:
+                yield client.session
+        finally:
+            closed += 1
+
+    async def check() -> None:
+        await check_isolation(counted, write=SDK_WRITE, read=SDK_READ, budget=Budget(10_000))
+        raise AssertionError("10 000 sequences ran before the check was cancelled")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(check)
+        await several_opened.wait()
+        nursery.cancel_scope.cancel()
+    assert closed == opened >= 3
 
 
 @pytest.mark.parametrize(
