@@ -36,6 +36,7 @@ from actors.harness import (
 )
 from benchmarks._fastmcp_peer import FASTMCP_VERSION, find_fastmcp
 
+from ._mcp_helpers import SERVE, http_server
 from .leaky_servers.sdk_notes import Kind, notes_server
 
 if TYPE_CHECKING:
@@ -187,6 +188,40 @@ def test_actors_serve_passes_as_the_guide_shows() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("isolation check passed: no leak, no lost write ("), done.stdout
+
+
+async def test_actors_serve_sessions_that_name_one_shared_session_are_found_sharing() -> None:
+    """The check is not vacuous against ``actors serve``: its reads do show watermarks, so
+    sessions that all name one session (sharing it, as named sharing allows) leak."""
+    command = [*SERVE, "--modules", "planning", "--state", "memory", "--log-level", "warning"]
+    async with stdio_connection(command) as session:
+        report = await check_isolation(
+            one_connection(session),
+            write=ToolCall.parse(
+                'planning__create_goal {"goal": "{mark}", "__sessionId": "everyone"}'
+            ),
+            read=ToolCall.parse('planning__list_goals {"__sessionId": "everyone"}'),
+        )
+    assert_found_a_leak(report)
+
+
+# The SDK client's SSE reader leaves httpx2's response generators unexhausted when a session
+# closes (as in tests/test_benchmarks.py): client-side noise, one per session closed.
+@pytest.mark.filterwarnings(r"ignore:Async generator 'httpx2\.:ResourceWarning")
+@pytest.mark.filterwarnings(r"ignore:Async generator 'httpcore2\.:ResourceWarning")
+async def test_actors_serve_over_http_keeps_each_connections_session_apart() -> None:
+    """A new Streamable HTTP connection per session, naming no session: each connection's
+    MCP session is its own state (the factory is the test server's ``session``). Fewer
+    sequences than the default: each session costs a connection and its handshake."""
+    async with http_server("--modules", "planning", "--state", "memory") as server:
+        report = await check_isolation(
+            server.session,
+            write=ToolCall.parse('planning__create_goal {"goal": "{mark}"}'),
+            read=ToolCall("planning__list_goals"),
+            budget=Budget(examples=10),
+        )
+    assert report.passed, report.describe()
+    assert report.calls > report.sessions >= 2
 
 
 async def test_a_bounded_history_is_reported_as_lost_writes_unless_reads_need_not_show_all() -> (
