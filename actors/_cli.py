@@ -1,9 +1,10 @@
-"""The command line: ``python -m actors demo``, ``serve``, ``cluster`` and ``bench``.
+"""The command line: ``python -m actors demo``, ``serve``, ``cluster``, ``bench``, ….
 
 ``serve`` lives in `actors.server` and needs the ``server`` extra (the MCP
-SDK, httptools and hypercorn), ``cluster`` in `actors.cluster` and the ``cluster`` extra
-(Ray besides), ``bench`` in `actors.harness` and the ``harness`` extra; each is
-imported only on its path, so ``demo`` and the library work without them.
+SDK, httptools and hypercorn), ``cluster`` in `actors.cluster` and the ``cluster``
+extra (Ray besides), ``bench`` and ``check-isolation`` in `actors.harness` and the
+``harness`` extra; each is imported only on its path, so ``demo`` and the library
+work without them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ _CLUSTER_HELP: Final = "serve tool modules over MCP Streamable HTTP from shards 
 _STATE_HELP: Final = "look at and repair stored state: list, show, export, import, delete"
 _INSPECT_HELP: Final = "open your modules in the MCP Inspector (Node.js), served over stdio"
 _BENCH_HELP: Final = "load-test any MCP server (a module, a stdio command or a URL) with a call mix"
+_ISOLATION_HELP: Final = "check that no session of any MCP server ever sees another's state"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("state", help=_STATE_HELP, add_help=False)
     commands.add_parser("inspect", help=_INSPECT_HELP, add_help=False)
     commands.add_parser("bench", help=_BENCH_HELP, add_help=False)
+    commands.add_parser("check-isolation", help=_ISOLATION_HELP, add_help=False)
     return parser
 
 
@@ -92,6 +95,13 @@ def _bench(argv: Sequence[str]) -> int:
     return bench_main(argv, prog=f"{command_name()} bench")
 
 
+def _check_isolation(argv: Sequence[str]) -> int:
+    _require("check-isolation", "harness", ("mcp", "hypercorn", "httptools", "hypothesis"))
+    from .harness._isolation_cli import main as check_main  # lazily: it needs the extra
+
+    return check_main(argv, prog=f"{command_name()} check-isolation")
+
+
 def _state(argv: Sequence[str]) -> int:
     from .store._cli import main as state_main  # lazily: only this command needs it
 
@@ -111,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _inspect(arguments[1:])
     if arguments[:1] == ["bench"]:
         return _bench(arguments[1:])
+    if arguments[:1] == ["check-isolation"]:
+        return _check_isolation(arguments[1:])
     args = _parser().parse_args(arguments)
     ok = trio.run(run_demo, args.sessions, args.assistants, args.goals)
     return 0 if ok else 1

@@ -74,6 +74,7 @@ def _sections() -> Iterator[tuple[str, str, str]]:
         ("state", "actors.store._cli"),
         ("inspect", "actors.server._inspect"),
         ("bench", "actors.harness._cli"),
+        ("check-isolation", "actors.harness._isolation_cli"),
     ):
         prog = f"{PROG} {command}"
         yield prog, "", _help(_load(module, "parser")(prog), prog)

@@ -14,6 +14,7 @@ __all__ = [
     "left_after",
     "listening_addresses",
     "name_of",
+    "running_with",
     "still_running",
 ]
 
@@ -107,3 +108,16 @@ def _address(hexadecimal: str) -> str:
     address = ipaddress.ip_address(words)
     mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 is 127.0.0.1
     return str(mapped or address)
+
+
+def running_with(marker: str) -> list[int]:
+    """Processes whose environment holds `marker`: what a command given it started, and what
+    those started in turn, wherever they were reparented."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue  # gone, or not ours
+    return found

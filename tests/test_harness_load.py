@@ -44,7 +44,7 @@ from actors.harness import Mix as MixOf
 from actors.harness._cli import main as bench_main
 from benchmarks._fastmcp_peer import FASTMCP_VERSION, find_fastmcp
 
-from ._processes import descendants, left_after
+from ._processes import descendants, left_after, running_with
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -79,18 +79,6 @@ def no_process_left() -> Iterator[None]:
     assert left_after(descendants(os.getpid()) - before, 10) == []
 
 
-def _running_with(marker: str) -> list[int]:
-    """Processes whose environment holds `marker` (what a bench command and its servers got)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue  # gone, or not ours
-    return found
-
-
 def _bench(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """Run ``python -m actors bench ARGS``; afterwards no process it started may be left."""
     marker = f"HARNESS_TEST_{uuid.uuid4().hex}"
@@ -103,7 +91,7 @@ def _bench(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
         timeout=GUARD,
         check=False,
     )
-    assert _running_with(marker) == [], f"bench left processes behind: {done.stderr}"
+    assert running_with(marker) == [], f"bench left processes behind: {done.stderr}"
     return done
 
 
@@ -310,7 +298,7 @@ def test_a_bench_ended_by_sigterm_stops_its_server_and_says_nothing_was_measured
         while not lines or "measuring for 600 s" not in lines[-1]:
             lines.append(bench.stderr.readline())
             assert lines[-1], f"bench ended before measuring: {lines}"
-        assert len(_running_with(marker)) == 2, "bench and its server"
+        assert len(running_with(marker)) == 2, "bench and its server"
         bench.terminate()
         assert bench.wait(timeout=GUARD) == 130
         assert "interrupted: nothing measured" in bench.stderr.read()
@@ -318,7 +306,7 @@ def test_a_bench_ended_by_sigterm_stops_its_server_and_says_nothing_was_measured
         bench.kill()
         bench.wait()
         bench.stderr.close()  # type: ignore[union-attr]
-    assert _running_with(marker) == []
+    assert running_with(marker) == []
 
 
 def test_bench_runs_a_stdio_command_per_session(tmp_path: Path) -> None:

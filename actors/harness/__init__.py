@@ -1,19 +1,30 @@
-"""The harness for any MCP server: ``mcp-actors bench`` and what it is built of.
+"""The harness for any MCP server: ``mcp-actors bench``, the isolation check, and their parts.
 
-Needs the ``harness`` extra (the MCP SDK, rich, hdrhistogram); ``import actors``
-never imports it. A `Target` hands out initialized SDK client sessions of a
-server (`StdioTarget`: a command per session; `HttpTarget`: a Streamable HTTP
-URL; `serve_module_http`: this project serving modules over HTTP;
-`serve_module_in_process`: in this process); a `Mix` says which
-tools to call with which arguments; `run_load` puts a `LoadPlan`'s load on a
-target and returns a `LoadResult`, which `print_report` shows and
-`write_json` saves.
+Needs the ``harness`` extra (the MCP SDK, rich, hdrhistogram, Hypothesis);
+``import actors`` never imports it. A `Target` hands out initialized SDK client
+sessions of a server (`StdioTarget`: a command per session; `HttpTarget`: a
+Streamable HTTP URL; `serve_module_http`: this project serving modules over
+HTTP; `serve_module_in_process`: in this process); a `Mix` says which tools to
+call with which arguments; `run_load` puts a `LoadPlan`'s load on a target and
+returns a `LoadResult`, which `print_report` shows and `write_json` saves.
+
+`check_isolation` drives a server's sessions (a `Target`'s ``session``, or any
+factory of SDK client sessions) to write watermarks only they could know, and
+reports any session that sees another's, or loses its own (Hypothesis shrinks
+the sequence that shows it).
 """
 
 from ._cpu import MachineLoad as MachineLoad
 from ._cpu import client_cpu_seconds as client_cpu_seconds
 from ._cpu import process_cpu_seconds as process_cpu_seconds
 from ._cpu import tree_cpu_seconds as tree_cpu_seconds
+from ._isolation import Budget as Budget
+from ._isolation import IsolationCheckError as IsolationCheckError
+from ._isolation import IsolationReport as IsolationReport
+from ._isolation import Leak as Leak
+from ._isolation import LostWrite as LostWrite
+from ._isolation import ToolCall as ToolCall
+from ._isolation import check_isolation as check_isolation
 from ._load import LATE_AFTER as LATE_AFTER
 from ._load import Latency as Latency
 from ._load import LoadPlan as LoadPlan

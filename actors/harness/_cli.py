@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import shlex
@@ -10,7 +11,7 @@ import signal
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import trio
 
@@ -29,7 +30,7 @@ from ._targets import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
     from ._load import LoadResult
     from ._mix import Mix
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["main", "parser"]
 
 _DEFAULT_SECONDS: Final = 10.0
+ResultT = TypeVar("ResultT")
 
 _DESCRIPTION: Final = """\
 Load-test any MCP server: callers call the tools of a mix over one or more MCP
@@ -277,8 +279,14 @@ def _describe(args: argparse.Namespace) -> str:
     return f"actors serve {' '.join(args.module)} ({how})"
 
 
-async def _run(args: argparse.Namespace, plan: LoadPlan, prog: str) -> LoadResult | None:
-    """The run's result; None if Ctrl-C, SIGTERM or SIGHUP ended it (its servers stopped)."""
+async def run_until_signalled(
+    work: Callable[[], Awaitable[ResultT]], ours: tuple[type[Exception], ...] = ()
+) -> ResultT | None:
+    """What `work` returns; None if Ctrl-C, SIGTERM or SIGHUP ended it (its servers stopped).
+
+    A `MixError`, `TargetError` or one of `ours` that `work` raises is raised as itself,
+    not in the group a nursery wraps it in.
+    """
     result = None
     # A signal cancels the run like any cancellation, so every server is stopped on the way
     # out; trio's own Ctrl-C handling would raise KeyboardInterrupt wherever the run was.
@@ -291,13 +299,13 @@ async def _run(args: argparse.Namespace, plan: LoadPlan, prog: str) -> LoadResul
                         nursery.cancel_scope.cancel()
 
                 nursery.start_soon(stop_on_signal)
-                result = await _measure(args, plan, prog)
+                result = await work()
                 nursery.cancel_scope.cancel()
         except BaseExceptionGroup as group:
-            ours = first_of_ours(group)
-            if ours is None:
+            first = first_of_ours(group, ours)
+            if first is None:
                 raise
-            raise ours from None
+            raise first from None
     return result
 
 
@@ -335,7 +343,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors bench") -> i
         cli.error(f"--json: the folder {args.json.parent} does not exist")
     plan = _plan(cli, args)
     try:
-        result = trio.run(_run, args, plan, prog)
+        result = trio.run(run_until_signalled, functools.partial(_measure, args, plan, prog))
     except MixError as exc:
         cli.error(str(exc))
     except TargetError as exc:

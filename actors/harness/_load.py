@@ -487,8 +487,11 @@ async def run_load(
         raise ours from None
 
 
-def first_of_ours(group: BaseExceptionGroup[BaseException]) -> Exception | None:
-    """The first `MixError` or `TargetError` in `group` if it holds nothing else, else None.
+def first_of_ours(
+    group: BaseExceptionGroup[BaseException], also: tuple[type[Exception], ...] = ()
+) -> Exception | None:
+    """The first `MixError`, `TargetError` or one of `also` in `group` if it holds nothing
+    else, else None.
 
     Nurseries wrap what they raise in groups: a problem of ours (a bad mix, a server that
     did not start) is raised as itself, the first of its kind.
@@ -496,8 +499,9 @@ def first_of_ours(group: BaseExceptionGroup[BaseException]) -> Exception | None:
     from ._mix import MixError
     from ._targets import TargetError
 
+    ours: tuple[type[Exception], ...] = (MixError, TargetError, *also)
     leaves = list(_leaves(group))
-    if leaves and all(isinstance(leaf, MixError | TargetError) for leaf in leaves):
+    if leaves and all(isinstance(leaf, ours) for leaf in leaves):
         return leaves[0]  # type: ignore[return-value]  # one of ours
     return None
 

@@ -1,0 +1,276 @@
+"""An isolation check for any MCP server: do interleaved sessions ever see each other's state?
+
+`check_isolation` opens sessions with a session factory (each call one initialized
+official-SDK `ClientSession`), makes each session write watermarks that only it could
+know through the tool the user names as "write", and scans the text of every call of
+the "read" tool for watermarks: another session's watermark is a leak; a watermark the
+session wrote, that was acknowledged before the read was sent and is missing from it,
+is a lost write. Hypothesis's stateful testing picks the sequences (open, write, read,
+a concurrent batch, close) and shrinks the first failing one to the shortest sequence
+that still fails; `_isolation_machine` holds the machine, imported when a check runs,
+so that this module needs Hypothesis only then.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final, final
+
+import attrs
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractAsyncContextManager
+
+    from mcp import ClientSession
+
+    SessionFactory = Callable[[], AbstractAsyncContextManager[ClientSession]]
+
+__all__ = [
+    "PLACEHOLDERS",
+    "Budget",
+    "IsolationCheckError",
+    "IsolationReport",
+    "Leak",
+    "LostWrite",
+    "ToolCall",
+    "check_isolation",
+    "check_templates",
+]
+
+MARK: Final = "{mark}"
+SESSION: Final = "{session}"
+SETUP: Final = "{setup}"
+PLACEHOLDERS: Final = (MARK, SESSION, SETUP)
+"""What a template's strings may hold: the watermark (write only), a name the check makes
+up for the session, and the text the session's setup call returned."""
+
+
+class IsolationCheckError(Exception):
+    """The check could not run as described: a bad template, or a call that failed.
+
+    Not a verdict on isolation: a tool error result, a protocol error or a session that
+    would not open stops the check, with the sequence of calls that led to it.
+    """
+
+
+def _strings(value: object) -> list[str]:
+    """Every string inside `value` (a JSON-like value), keys left out."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list | tuple):
+        return [text for item in value for text in _strings(item)]
+    return []
+
+
+def _filled(value: object, values: Mapping[str, str]) -> object:
+    """`value` with each placeholder of `values` replaced inside its strings."""
+    if isinstance(value, str):
+        for placeholder, replacement in values.items():
+            value = value.replace(placeholder, replacement)
+        return value
+    if isinstance(value, Mapping):
+        return {key: _filled(item, values) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_filled(item, values) for item in value]
+    return value
+
+
+@final
+@attrs.frozen
+class ToolCall:
+    """A tool and its argument template: a JSON object whose strings may hold `PLACEHOLDERS`.
+
+    ``ToolCall("add_note", {"text": "{mark}"})``, or ``ToolCall.parse('add_note {"text":
+    "{mark}"}')``. Placeholders are replaced inside string values (not keys), wherever
+    they are nested, by plain text replacement: ``"note {mark}"`` works too.
+    """
+
+    name: str
+    arguments: Mapping[str, Any] = attrs.field(factory=dict)
+
+    @classmethod
+    def parse(cls, text: str) -> ToolCall:
+        """A tool call from ``NAME`` or ``NAME {JSON object}``; ValueError naming the problem."""
+        name, _, rest = text.strip().partition(" ")
+        if not name:
+            msg = f"a tool call is 'NAME' or 'NAME {{JSON object}}', not {text!r}"
+            raise ValueError(msg)
+        try:
+            arguments = json.loads(rest) if rest.strip() else {}
+        except json.JSONDecodeError as exc:
+            msg = f"the arguments of {name} are not JSON ({exc}): {rest.strip()!r}"
+            raise ValueError(msg) from None
+        if not isinstance(arguments, dict):
+            msg = f"the arguments of {name} must be a JSON object, not {rest.strip()!r}"
+            raise ValueError(msg)
+        return cls(name, arguments)
+
+    def uses(self, placeholder: str) -> bool:
+        """Whether any string of the template holds `placeholder`."""
+        return any(placeholder in text for text in _strings(self.arguments))
+
+    def fill(self, values: Mapping[str, str]) -> dict[str, Any]:
+        """The arguments with the placeholders of `values` replaced."""
+        filled = _filled(self.arguments, values)
+        assert isinstance(filled, dict)  # a mapping stays a mapping
+        return filled
+
+    def show(self, values: Mapping[str, str]) -> str:
+        """The call as one line, ``NAME {JSON}``, placeholders replaced."""
+        return f"{self.name} {json.dumps(self.fill(values), ensure_ascii=False)}"
+
+
+@final
+@attrs.frozen
+class Budget:
+    """How hard the check searches: `examples` sequences of up to `steps` steps each.
+
+    A step is one rule: a write, a read, a concurrent batch of up to `batch` calls, or
+    closing a session; a call opens its session first if needed, and at most `sessions`
+    are open at once. Once a sequence fails, Hypothesis shrinks it by running shorter
+    ones, at most `shrinks` more sequences. The default runs in seconds against a
+    local server.
+    """
+
+    examples: int = 25
+    steps: int = 8
+    sessions: int = 4
+    batch: int = 6
+    shrinks: int = 200
+
+    def __attrs_post_init__(self) -> None:
+        fields = (("examples", 1), ("steps", 1), ("sessions", 2), ("batch", 2), ("shrinks", 0))
+        for field, least in fields:
+            value = getattr(self, field)
+            if not isinstance(value, int) or value < least:
+                msg = f"Budget.{field} must be an integer >= {least}, not {value!r}"
+                raise ValueError(msg)
+
+
+@final
+@attrs.frozen
+class Leak:
+    """A read of session `reader` showed `mark`, which session `writer` wrote."""
+
+    reader: int
+    writer: int
+    mark: str
+    read: str
+    """The read call, as a line of `IsolationReport.sequence`."""
+    write: str
+    """The call that wrote `mark`."""
+
+    def describe(self) -> str:
+        """One line: who saw whose watermark, through which calls."""
+        return (
+            f"session {self.reader} saw session {self.writer}'s watermark {self.mark}: "
+            f"written by [{self.write}], shown by [{self.read}]"
+        )
+
+
+@final
+@attrs.frozen
+class LostWrite:
+    """A read of `session` lacked `mark`, which the session wrote and was acknowledged."""
+
+    session: int
+    mark: str
+    read: str
+    """The read call, as a line of `IsolationReport.sequence`."""
+    write: str
+    """The acknowledged call that wrote `mark`."""
+
+    def describe(self) -> str:
+        """One line: which acknowledged write a later read of the same session lacked."""
+        return (
+            f"session {self.session} lost its watermark {self.mark}: acknowledged for "
+            f"[{self.write}], missing from [{self.read}]"
+        )
+
+
+@final
+@attrs.frozen
+class IsolationReport:
+    """What the check found; `passed` when no sequence showed a leak or a lost write.
+
+    When it failed, `sequence` is the shortest failing sequence found (one showing a
+    leak before one showing only lost writes), one line per step or call, and `leaks`
+    and `lost_writes` are those of its first failing read. The counts cover every
+    sequence the check ran, shrinking included.
+    """
+
+    passed: bool
+    leaks: tuple[Leak, ...] = ()
+    lost_writes: tuple[LostWrite, ...] = ()
+    sequence: tuple[str, ...] = ()
+    examples: int = 0
+    """Sequences run, the replays while shrinking included."""
+    sessions: int = 0
+    """Sessions opened."""
+    calls: int = 0
+    """Tool calls made (setup, writes and reads)."""
+
+    def describe(self) -> list[str]:
+        """The report as lines of text, for a terminal or a log."""
+        counts = f"{self.examples} sequences, {self.sessions} sessions, {self.calls} calls"
+        if self.passed:
+            return [f"isolation check passed: no leak, no lost write ({counts})"]
+        lines = [f"isolation check FAILED ({counts})"]
+        lines += [f"leak: {leak.describe()}" for leak in self.leaks]
+        lines += [f"lost write: {lost.describe()}" for lost in self.lost_writes]
+        lines.append("shortest failing sequence:")
+        lines += [f"  {line}" for line in self.sequence]
+        return lines
+
+
+def check_templates(write: ToolCall, read: ToolCall, setup: ToolCall | None) -> None:
+    """Raise ValueError, naming the problem, for templates `check_isolation` cannot run."""
+    if not write.uses(MARK):
+        msg = f"the write call {write.name} must put {MARK} in one of its arguments"
+        raise ValueError(msg)
+    for role, call in (("read", read), ("setup", setup)):
+        if call is not None and call.uses(MARK):
+            msg = f"the {role} call {call.name} cannot hold {MARK}: only the write call writes"
+            raise ValueError(msg)
+    for role, call in (("write", write), ("read", read), ("setup", setup)):
+        if call is not None and setup is None and call.uses(SETUP):
+            msg = f"the {role} call {call.name} uses {SETUP}, but no setup call is given"
+            raise ValueError(msg)
+    if setup is not None and setup.uses(SETUP):
+        msg = f"the setup call {setup.name} cannot use its own result {SETUP}"
+        raise ValueError(msg)
+
+
+async def check_isolation(
+    factory: SessionFactory,
+    *,
+    write: ToolCall,
+    read: ToolCall,
+    setup: ToolCall | None = None,
+    budget: Budget | None = None,
+    all_writes_visible: bool = True,
+) -> IsolationReport:
+    """Check that no session of a server ever sees another's state; shrink what fails.
+
+    `factory` opens one initialized official-SDK `ClientSession` per call, entered and
+    left in one task of this trio run: a new connection per session (each its own MCP
+    session), or the same connection for all, when the server keys state by an argument
+    (`SESSION` or `SETUP` in the templates). `write` must hold `MARK`; `setup`, if given,
+    runs once when a session opens, and the text it returns (stripped) fills `SETUP`.
+    With `all_writes_visible` (the default), a read must show every watermark its session
+    wrote and had acknowledged before the read was sent; turn it off for a server that
+    shows only recent history. Every call must succeed: an error result or a protocol
+    error raises `IsolationCheckError`, with the sequence that led to it.
+    """
+    check_templates(write, read, setup)
+    try:
+        from . import _isolation_machine
+    except ImportError as exc:  # Hypothesis is the harness extra's, not the runtime's
+        msg = f"the isolation check needs Hypothesis ({exc}): pip install 'mcp-actors[harness]'"
+        raise IsolationCheckError(msg) from None
+    plan = _isolation_machine.Plan(write, read, setup, budget or Budget(), all_writes_visible)
+    return await _isolation_machine.run(factory, plan)

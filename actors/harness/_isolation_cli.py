@@ -1,0 +1,190 @@
+"""``mcp-actors check-isolation``: the isolation check against any MCP server, from a shell.
+
+The target is named as for ``mcp-actors bench`` (`actors.harness._cli`). How the
+check's sessions map onto the server follows from the templates:
+
+* when they name the session (``{session}``, or ``{setup}``: the server keys its
+  state by an argument), every session goes through **one** connection, so that
+  state the server shares between them (a global) shows as a leak;
+* otherwise each session is a connection of its own (a process over stdio, an
+  HTTP client), and the connection is what the server keys its state by.
+
+Exit status: 0 the check passed, 1 it found a leak or a lost write, 2 bad usage,
+3 it could not run (the server would not start, or a call failed), 130 a signal
+ended it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from .._argparse import Parser
+from ..server._cli import _positive_int
+from ._cli import _add_target_options, _check_target, _target, run_until_signalled
+from ._isolation import (
+    SESSION,
+    SETUP,
+    Budget,
+    IsolationCheckError,
+    ToolCall,
+    check_isolation,
+    check_templates,
+)
+from ._targets import TargetError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+
+    from mcp import ClientSession
+
+    from ._isolation import IsolationReport
+
+__all__ = ["main", "parser"]
+
+_DESCRIPTION: Final = """\
+Check that no session of an MCP server ever sees another's state: sessions
+write watermarks only they could know through the WRITE tool, every READ is
+scanned for another session's (a leak) and for its own acknowledged ones (a lost
+write), in sequences and concurrent batches that Hypothesis picks and shrinks
+to the shortest one that still fails.
+"""
+
+_EPILOG: Final = """\
+tool calls are 'NAME' or 'NAME {JSON object}'; placeholders in its strings:
+  {mark}     the watermark (the write call must hold it)
+  {session}  a name the check makes up for each session
+  {setup}    the text the session's --setup call answered
+
+sessions: when the templates name the session ({session} or {setup}), all go
+through one connection, so that state shared between them shows; otherwise each
+session is a connection (a process over stdio, an HTTP client) of its own.
+
+examples:
+  mcp-actors check-isolation --module planning \\
+      --write 'planning__create_goal {"goal": "{mark}"}' --read planning__list_goals
+  mcp-actors check-isolation --command "python notes.py" --setup create_session \\
+      --write 'add_note {"session_id": "{setup}", "text": "{mark}"}' \\
+      --read 'list_notes {"session_id": "{setup}"}'
+
+exit status: 0 passed, 1 a leak or a lost write, 2 bad usage, 3 could not run.
+"""
+
+_FAILED: Final = 1
+_COULD_NOT_RUN: Final = 3
+_SIGNALLED: Final = 130
+
+
+def _tool_call(text: str) -> ToolCall:
+    try:
+        return ToolCall.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def parser(prog: str = "mcp-actors check-isolation") -> argparse.ArgumentParser:
+    """The ``check-isolation`` command line."""
+    cli = Parser(
+        prog=prog,
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_target_options(cli)
+    calls = cli.add_argument_group("calls")
+    calls.add_argument(
+        "--write",
+        required=True,
+        type=_tool_call,
+        metavar="CALL",
+        help=("the call that writes a session's state; must hold {mark}"),
+    )
+    calls.add_argument(
+        "--read",
+        required=True,
+        type=_tool_call,
+        metavar="CALL",
+        help=("the call that reads it back"),
+    )
+    calls.add_argument(
+        "--setup",
+        type=_tool_call,
+        metavar="CALL",
+        help=("a call made once as each session opens; its answer fills {setup}"),
+    )
+    calls.add_argument(
+        "--recent-only",
+        action="store_true",
+        help=("the server shows only recent history: a read need not show every write"),
+    )
+    budget = cli.add_argument_group("budget (how hard it searches)")
+    defaults = Budget()
+    for name, what in (
+        ("examples", "sequences to run"),
+        ("steps", "steps per sequence"),
+        ("sessions", "sessions open at once"),
+        ("batch", "calls in a concurrent batch"),
+        ("shrinks", "more sequences run to shrink one that failed"),
+    ):
+        budget.add_argument(
+            f"--{name}",
+            metavar="N",
+            type=_positive_int,
+            default=getattr(defaults, name),
+            help=f"{what} (default {getattr(defaults, name)})",
+        )
+    return cli
+
+
+def _one_connection(write: ToolCall, read: ToolCall, setup: ToolCall | None) -> bool:
+    """Whether the templates name the session, so that one connection serves them all."""
+    calls = [call for call in (write, read, setup) if call is not None]
+    return any(call.uses(SESSION) or call.uses(SETUP) for call in calls)
+
+
+@asynccontextmanager
+async def _shared(session: ClientSession) -> AsyncIterator[ClientSession]:
+    yield session  # the one connection stays open for the whole check
+
+
+async def _check(args: argparse.Namespace, budget: Budget) -> IsolationReport:
+    calls = {"write": args.write, "read": args.read, "setup": args.setup}
+    visible = not args.recent_only
+    async with _target(args) as target:
+        if not _one_connection(args.write, args.read, args.setup):
+            return await check_isolation(
+                target.session, budget=budget, all_writes_visible=visible, **calls
+            )
+        async with target.session() as session:
+            factory = functools.partial(_shared, session)
+            return await check_isolation(
+                factory, budget=budget, all_writes_visible=visible, **calls
+            )
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors check-isolation") -> int:
+    """Run ``check-isolation`` with `argv`; the exit status the module docstring lists."""
+    cli = parser(prog)
+    args = cli.parse_args(sys.argv[1:] if argv is None else list(argv))
+    _check_target(cli, args)
+    try:
+        check_templates(args.write, args.read, args.setup)
+        budget = Budget(args.examples, args.steps, args.sessions, args.batch, args.shrinks)
+    except ValueError as exc:
+        cli.error(str(exc))
+    check = functools.partial(_check, args, budget)
+    try:
+        report = trio.run(run_until_signalled, check, (IsolationCheckError,))
+    except (IsolationCheckError, TargetError) as exc:
+        print(f"{prog}: could not run the check: {exc}", file=sys.stderr)
+        return _COULD_NOT_RUN
+    if report is None:
+        print(f"{prog}: interrupted: no verdict", file=sys.stderr)
+        return _SIGNALLED
+    print("\n".join(report.describe()))
+    return 0 if report.passed else _FAILED
