@@ -66,7 +66,7 @@ worker threads. A search ranks with one lookup per item and distinct query
 word, and reads at most 512 KiB in all (the start of each hit) to choose its
 snippets; at the limits (1 000 items, 16 MiB, 32 words, 100 results) that is
 about 40 ms, once the index is built (the first search of a full store
-builds it, about 1.3 s).
+builds it, about 1 s).
 """
 
 from __future__ import annotations
