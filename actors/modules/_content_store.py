@@ -31,10 +31,10 @@ BM25 is written out here (about thirty lines) rather than taken from
 while the core depends only on trio, attrs and cattrs.
 
 The index (each item's term counts) is built by a store's first search and
-kept up to date by the adds after it, so each item is tokenized once per
-actor. It is never stored: a store loaded again, after a restart or a TTL
-expiry, reads only its items, and its first call costs no tokenizing unless
-it is a search. That first search tokenizes the whole store, about 80 ms per
+kept up to date by the adds after it, so each item is tokenized at most
+once per actor. It is never stored: a store loaded again, after a restart
+or a TTL expiry, reads only its items, and its first call costs no
+tokenizing unless it is a search. That first search tokenizes the whole store, about 80 ms per
 MiB of content, in its worker thread. (Storing the term counts instead
 would double what every write of the state stores, and parsing them back
 would cost more than the 5 ms a restart's first call is allowed.)
@@ -267,7 +267,7 @@ class ContentStoreState:
         self.size += item.size
         return item
 
-    def _terms(self) -> dict[str, _Terms]:
+    def _built_index(self) -> dict[str, _Terms]:
         """The search index, built now if this is the store's first search."""
         if self._index is None:
             # Assigned only once complete, so that a failure half-way leaves no partial index.
@@ -325,7 +325,7 @@ class ContentStoreState:
 
     def rank(self, query: Counter[str], limit: int) -> list[tuple[_Item, float]]:
         """The items scoring above zero for `query` under BM25, best first, at most `limit`."""
-        index = self._terms()
+        index = self._built_index()
         items = list(self.items.values())
         if not items:
             return []
