@@ -28,8 +28,16 @@ repeated in the query counts as often as it is repeated.
 
 BM25 is written out here (about thirty lines) rather than taken from
 ``rank-bm25``: that package is unmaintained since 2022 and pulls in numpy,
-while the core depends only on trio, attrs and cattrs. Term counts are
-computed once per item when it is added.
+while the core depends only on trio, attrs and cattrs.
+
+The index (each item's term counts) is built by a store's first search and
+kept up to date by the adds after it, so each item is tokenized at most
+once per actor. It is never stored: a store loaded again, after a restart
+or a TTL expiry, reads only its items, and its first call costs no
+tokenizing unless it is a search. That first search tokenizes the whole store, about 80 ms per
+MiB of content, in its worker thread. (Storing the term counts instead
+would double what every write of the state stores, and parsing them back
+would cost more than the 5 ms a restart's first call is allowed.)
 
 Limits
 ------
@@ -48,14 +56,17 @@ counts as two arrays (`_Terms`). Measured with tracemalloc, a store keeps
 about 1.2 bytes per byte of content for prose and 3.6 at worst (text of
 words that are all distinct and as short as can be), where a Counter and a
 tuple of lines per item kept 3.8 and 21: 16 MiB of content costs at most
-about 57 MiB. Adding an item takes up to about 33 times its size for the
-moment it is tokenized, so 33 MiB for 1 MiB.
+about 57 MiB. Tokenizing an item takes up to about 33 times its size for
+the moment, so 33 MiB for 1 MiB; the first search tokenizes one item at a
+time.
 
-Time: ``add_content`` (tokenizing up to 1 MiB) and ``search_content`` are
-heavy tools, run in worker threads. A search ranks with one lookup per item
-and distinct query word, and reads at most 512 KiB in all (the start of each
-hit) to choose its snippets; at the limits (1 000 items, 16 MiB, 32 words,
-100 results) that is about 40 ms.
+Time: ``add_content`` (counting lines in, and once the store is indexed
+tokenizing, up to 1 MiB) and ``search_content`` are heavy tools, run in
+worker threads. A search ranks with one lookup per item and distinct query
+word, and reads at most 512 KiB in all (the start of each hit) to choose its
+snippets; at the limits (1 000 items, 16 MiB, 32 words, 100 results) that is
+about 40 ms, once the index is built (the first search of a full store
+builds it, about 1 s).
 """
 
 from __future__ import annotations
@@ -173,13 +184,14 @@ class _Item:
     content: bytes
     """UTF-8, the most compact form: see the module docstring."""
     lines: int
-    terms: _Terms
-    """Term frequencies of filename and content, computed once for search."""
 
     @classmethod
     def new(cls, item_id: str, filename: str, content: str, encoded: bytes) -> _Item:
-        terms = _Terms.of(filename, content)
-        return cls(item_id, filename, encoded, _line_count(content), terms)
+        return cls(item_id, filename, encoded, _line_count(content))
+
+    def terms(self) -> _Terms:
+        """Term frequencies of filename and content: what the search index keeps of the item."""
+        return _Terms.of(self.filename, self.content.decode())
 
     @property
     def size(self) -> int:
@@ -221,6 +233,13 @@ class ContentStoreState:
     """What the store accepts."""
     size: int = attrs.field(default=0, init=False)
     """Bytes of all the items' contents, in UTF-8."""
+    _index: dict[str, _Terms] | None = attrs.field(default=None, init=False, repr=False)
+    """Item id → its term counts, in item order; ``None`` until the first search builds it."""
+
+    @property
+    def indexed(self) -> bool:
+        """Whether the search index is built: from the store's first search on, never before."""
+        return self._index is not None
 
     def add(self, filename: str, content: str) -> _Item:
         """Store a new item and return it; a ToolError, and no change, if it breaks a limit."""
@@ -241,9 +260,19 @@ class ContentStoreState:
             )
             raise ToolError(msg)
         item = _Item.new(f"c{len(self.items) + 1}", filename, content, encoded)
+        index = self._index
+        if index is not None:  # kept up to date once built; until then the first search builds it
+            index[item.id] = _Terms.of(filename, content)
         self.items[item.id] = item
         self.size += item.size
         return item
+
+    def _built_index(self) -> dict[str, _Terms]:
+        """The search index, built now if this is the store's first search."""
+        if self._index is None:
+            # Assigned only once complete, so that a failure half-way leaves no partial index.
+            self._index = {item.id: item.terms() for item in self.items.values()}
+        return self._index
 
     def find(self, item_id: str | None, filename: str | None) -> _Item:
         """The item named by exactly one of `item_id` and `filename`; ToolError otherwise."""
@@ -296,17 +325,19 @@ class ContentStoreState:
 
     def rank(self, query: Counter[str], limit: int) -> list[tuple[_Item, float]]:
         """The items scoring above zero for `query` under BM25, best first, at most `limit`."""
+        index = self._built_index()
         items = list(self.items.values())
         if not items:
             return []
+        terms = [index[item.id] for item in items]
         keys = [hash(term) for term in query]
         repeats = list(query.values())
-        counts = [[item.terms.count(key) for key in keys] for item in items]
-        average = sum(item.terms.total for item in items) / len(items) or 1.0
+        counts = [[its.count(key) for key in keys] for its in terms]
+        average = sum(its.total for its in terms) / len(items) or 1.0
         idf = [_idf(sum(1 for row in counts if row[at]), len(items)) for at in range(len(keys))]
         scored = [
-            (item, _bm25(item.terms.total, row, repeats, idf, average))
-            for item, row in zip(items, counts, strict=True)
+            (item, _bm25(its.total, row, repeats, idf, average))
+            for item, its, row in zip(items, terms, counts, strict=True)
         ]
         hits = [(item, score) for item, score in scored if score > 0]
         hits.sort(key=lambda hit: hit[1], reverse=True)  # stable: ties keep insertion order
@@ -534,14 +565,26 @@ def _search_text(query: str, results: list[dict[str, Any]]) -> str:
 
 @attrs.frozen
 class _StoredStore:
-    """What is stored of a content store: its id and each item's id, filename and text.
+    """What is stored of a content store: its id and each item's id, filename, text and lines.
 
-    Term counts, line counts and sizes are derived, so they are computed again
-    on loading rather than stored; the limits are the module's, not the store's.
+    The line count is derived but stored (schema 2): counting costs about
+    8 ms per MiB, more than all the rest of loading, and ``list_contents``
+    shows it. Sizes are computed again on loading, the search index by the
+    first search (see the module docstring); the limits are the module's,
+    not the store's.
     """
 
     store_id: str
-    items: list[tuple[str, str, str]]
+    items: list[tuple[str, str, str, int]]
+
+
+_SCHEMA: Final = 2
+"""1: items were (id, filename, text); 2: (id, filename, text, lines)."""
+
+
+def _with_line_counts(data: Any) -> Any:
+    """Schema 1's plain data as schema 2's: each item gains its line count, counted now."""
+    return {**data, "items": [[*item, _line_count(item[2])] for item in data["items"]]}
 
 
 def _stored_form(limits: ContentLimits) -> cattrs.Converter:
@@ -549,14 +592,17 @@ def _stored_form(limits: ContentLimits) -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=True)
 
     def dump(state: ContentStoreState) -> Any:
-        items = [(item.id, item.filename, item.content.decode()) for item in state.items.values()]
+        items = [
+            (item.id, item.filename, item.content.decode(), item.lines)
+            for item in state.items.values()
+        ]
         return converter.unstructure(_StoredStore(state.store_id, items))
 
     def load(data: Any, _kind: object) -> ContentStoreState:
         stored = converter.structure(data, _StoredStore)
         state = ContentStoreState(stored.store_id, limits=limits)
-        for item_id, filename, content in stored.items:
-            item = _Item.new(item_id, filename, content, content.encode())
+        for item_id, filename, content, lines in stored.items:
+            item = _Item(item_id, filename, content.encode(), lines)
             state.items[item.id] = item
             state.size += item.size
         return state
@@ -584,7 +630,12 @@ def content_store_with(limits: ContentLimits) -> ToolModule[ContentStoreState]:
         description=(
             "Text documents kept per session, readable by line range and searchable (BM25)."
         ),
-        durable=Durable(ContentStoreState, converter=_stored_form(limits)),
+        durable=Durable(
+            ContentStoreState,
+            schema=_SCHEMA,
+            converter=_stored_form(limits),
+            migrations={1: _with_line_counts},
+        ),
     )
     adds: dict[str, Any] = {"destructive": False, "open_world": False}
     reads: dict[str, Any] = {"open_world": False}
