@@ -216,8 +216,9 @@ class _Queue(Generic[ItemT, ResultT]):
         tasks of a pass run in either order, so one quiet pass may only mean
         that this task ran first): with one caller, after two passes. Or once
         it holds `_GATHERED_ENOUGH` items: past a hundred or so rows a commit
-        costs each one less than the event loop spends on its call, and a batch
-        sent at once lets its fsync overlap the loop's work on the rest.
+        costs each one less than the event loop spends on its call, so more
+        company gains little, while waiting for it holds back every writer
+        already in the batch.
         """
         quiet = 0
         for _ in range(_GATHER_PASSES):
