@@ -51,6 +51,10 @@ __all__ = ["Durable", "StateLoadError"]
 StateT = TypeVar("StateT")
 
 _RESOURCE_HOOKS: Final = ("on_start", "on_stop", "start_background")
+# One encoder for every dump: `json.dumps` with these options builds a new one
+# per call, a cost every durable write paid. Encoding keeps no state in it, so
+# a dump in a worker thread may use it at the same time.
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 class StateLoadError(Exception):
@@ -108,9 +112,7 @@ class Durable(Generic[StateT]):
     def dump(self, state: StateT) -> bytes:
         """The stored form of `state`."""
         data = self.converter.unstructure(state, self.state_type)
-        return json.dumps(
-            {"schema": self.schema, "state": data}, ensure_ascii=False, separators=(",", ":")
-        ).encode()
+        return _ENCODER.encode({"schema": self.schema, "state": data}).encode()
 
     def load(self, blob: bytes, key: ActorKey) -> StateT:
         """The state `blob` stores; StateLoadError naming `key` and the field if it cannot."""

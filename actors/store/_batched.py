@@ -3,10 +3,12 @@
 Every load and save waits in a queue; one task per queue takes everything
 waiting, hands it to the driver in a worker thread as one batch (one
 transaction for saves), and wakes each caller with its own result. While a
-batch runs, the next one gathers, so under load the cost of a commit (an
-fsync for SQLite) is shared by every call that was waiting for it, and with
-no load a single save goes out at once. The event loop never blocks on the
-driver.
+batch runs, the next one gathers, and it is taken only once the items stop
+coming for a moment (two scheduler passes), so that the callers the last
+batch answered, who write again a few passes later, join it: under load the
+cost of a commit (an fsync for SQLite) is shared by every busy writer, and
+with no load a single save goes out after those two passes. The event loop
+never blocks on the driver.
 
 Cancellation: a caller cancelled while its save waits in the queue withdraws
 it; once its batch has gone to the driver the save completes or fails as a
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
 __all__ = ["Backend", "BatchRolledBack", "Conflict", "Write", "open_batched", "scope_clause"]
 
 _MAX_BATCH: Final = 1000  # bounds one transaction's size and one thread hop's latency
+_GATHER_PASSES: Final = 32  # bounds how long a steady stream of items holds a batch back
+_QUIET_PASSES: Final = 2  # passes without a new item that end the gathering
+_GATHERED_ENOUGH: Final = 128  # items waiting that end it at once
 
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
@@ -130,10 +135,26 @@ def scope_clause(
 @attrs.define(eq=False)
 class _Waiter(Generic[ItemT, ResultT]):
     item: ItemT
-    done: trio.Event = attrs.field(factory=trio.Event)
+    task: trio.lowlevel.Task | None
+    """The caller, parked until its batch is done; None once it was answered or went away."""
     result: ResultT | None = None
     error: StoreError | None = None
-    withdrawn: bool = False
+
+    def answer(self, outcome: ResultT | StoreError) -> None:
+        """Give the caller its outcome and wake it (nothing, if it went away)."""
+        if isinstance(outcome, StoreError):
+            self.error = outcome
+        else:
+            self.result = outcome
+        task = self.task
+        if task is not None:
+            self.task = None
+            trio.lowlevel.reschedule(task)
+
+    def cancelled(self, _raise_cancel: object) -> trio.lowlevel.Abort:
+        """The caller was cancelled: withdraw the item if it is still queued, and stop waiting."""
+        self.task = None  # a queued item is skipped; a taken one is not heard of
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 @attrs.define(eq=False)
@@ -154,13 +175,12 @@ class _Queue(Generic[ItemT, ResultT]):
     wake: trio.Event = attrs.field(factory=trio.Event)
 
     async def submit(self, item: ItemT) -> ResultT:
-        waiter: _Waiter[ItemT, ResultT] = _Waiter(item)
+        # Each caller parks its own task rather than waiting on an Event of its
+        # own: what an Event would do, without making one per item.
+        waiter: _Waiter[ItemT, ResultT] = _Waiter(item, trio.lowlevel.current_task())
         self.waiting.append(waiter)
         self.wake.set()
-        try:
-            await waiter.done.wait()
-        finally:
-            waiter.withdrawn = not waiter.done.is_set()  # still queued: it will be skipped
+        await trio.lowlevel.wait_task_rescheduled(waiter.cancelled)
         if waiter.error is not None:
             raise waiter.error
         return waiter.result  # type: ignore[return-value]  # set whenever error is not
@@ -168,8 +188,7 @@ class _Queue(Generic[ItemT, ResultT]):
     def fail_waiting(self, error: StoreError) -> None:
         """Answer everything still queued with `error` (the store is closing)."""
         for waiter in self.waiting:
-            waiter.error = error
-            waiter.done.set()
+            waiter.answer(error)
         self.waiting.clear()
 
     async def serve(self) -> None:
@@ -178,22 +197,48 @@ class _Queue(Generic[ItemT, ResultT]):
             await self.wake.wait()
             self.wake = trio.Event()
             while self.waiting:
-                batch = [w for w in self.waiting[:_MAX_BATCH] if not w.withdrawn]
+                await self._gather()
+                batch = [w for w in self.waiting[:_MAX_BATCH] if w.task is not None]
                 del self.waiting[:_MAX_BATCH]
                 if batch:
                     await self._run(batch)
 
+    async def _gather(self) -> None:
+        """Let the batch grow while items keep coming, a scheduler pass at a time.
+
+        The callers a batch just answered write again a few passes later (the
+        reply, the caller's next call, the actor's write). Taken at once, the
+        next batch would leave them out: the busy writers would split into two
+        halves taking turns, each commit (each fsync) shared by half of them,
+        and the worker thread could not overlap the halves' work anyway, since
+        it needs the GIL between its statements while the event loop holds it.
+        So the batch is taken once two passes in a row brought nothing new (the
+        tasks of a pass run in either order, so one quiet pass may only mean
+        that this task ran first): with one caller, after two passes. Or once
+        it holds `_GATHERED_ENOUGH` items: past a hundred or so rows a commit
+        costs each one less than the event loop spends on its call, so more
+        company gains little, while waiting for it holds back every writer
+        already in the batch.
+        """
+        quiet = 0
+        for _ in range(_GATHER_PASSES):
+            before = len(self.waiting)
+            if before >= _GATHERED_ENOUGH:
+                return
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            quiet = quiet + 1 if len(self.waiting) == before else 0
+            if quiet == _QUIET_PASSES:
+                return
+
     async def _run(self, batch: list[_Waiter[ItemT, ResultT]]) -> None:
         items = [waiter.item for waiter in batch]
-        # Not abandoned on cancellation: a commit in flight is waited for,
-        # so that closing the store never leaves a transaction half-told.
-        outcomes = await trio.to_thread.run_sync(self._outcomes, items, limiter=self.limiter)
+        # Shielded: a batch taken from the queue is run and answered whole, and a
+        # commit in flight is waited for, so that closing the store never leaves
+        # a transaction half-told nor a caller unanswered.
+        with trio.CancelScope(shield=True):
+            outcomes = await trio.to_thread.run_sync(self._outcomes, items, limiter=self.limiter)
         for waiter, outcome in zip(batch, outcomes, strict=True):
-            if isinstance(outcome, StoreError):
-                waiter.error = outcome
-            else:
-                waiter.result = outcome
-            waiter.done.set()
+            waiter.answer(outcome)
 
     def _outcomes(self, items: list[ItemT]) -> list[ResultT | StoreError]:
         """Each item's result or error (in the worker thread): the batch, else one by one."""
