@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import subprocess
 import time
+import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = [
     "Process",
@@ -14,6 +20,7 @@ __all__ = [
     "left_after",
     "listening_addresses",
     "name_of",
+    "run_leaving_nothing",
     "running_with",
     "still_running",
 ]
@@ -121,3 +128,22 @@ def running_with(marker: str) -> list[int]:
         except OSError:
             continue  # gone, or not ours
     return found
+
+
+def run_leaving_nothing(
+    command: Sequence[str], *, cwd: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run `command` to its end, its output captured; fail if a process it started (given a
+    marker in its environment) is still running afterwards, wherever it was reparented."""
+    marker = f"RUN_LEAVING_NOTHING_{uuid.uuid4().hex}"
+    done = subprocess.run(
+        list(command),
+        cwd=cwd,
+        env={**os.environ, marker: "1"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert running_with(marker) == [], f"{command[:4]} left processes behind: {done.stderr}"
+    return done

@@ -8,17 +8,17 @@ marker in its environment; no process carrying it may be left afterwards.
 
 from __future__ import annotations
 
-import os
 import shlex
-import subprocess
 import sys
-import uuid
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import pytest
 
-from ._processes import running_with
+from ._processes import run_leaving_nothing
+
+if TYPE_CHECKING:
+    import subprocess
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 CHECK: Final = (sys.executable, "-m", "actors", "check-isolation")
@@ -38,18 +38,7 @@ def _notes(kind: str) -> str:
 
 def _check(*args: str) -> subprocess.CompletedProcess[str]:
     """Run ``python -m actors check-isolation ARGS``; no process it started may be left."""
-    marker = f"ISOLATION_CLI_TEST_{uuid.uuid4().hex}"
-    done = subprocess.run(
-        [*CHECK, *args],
-        cwd=ROOT,
-        env={**os.environ, marker: "1"},
-        capture_output=True,
-        text=True,
-        timeout=GUARD,
-        check=False,
-    )
-    assert running_with(marker) == [], f"the check left processes behind: {done.stderr}"
-    return done
+    return run_leaving_nothing([*CHECK, *args], cwd=ROOT, timeout=GUARD)
 
 
 def test_this_projects_sessions_pass_served_in_process() -> None:

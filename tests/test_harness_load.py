@@ -44,7 +44,7 @@ from actors.harness import Mix as MixOf
 from actors.harness._cli import main as bench_main
 from benchmarks._fastmcp_peer import FASTMCP_VERSION, find_fastmcp
 
-from ._processes import descendants, left_after, running_with
+from ._processes import descendants, left_after, run_leaving_nothing, running_with
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -81,18 +81,7 @@ def no_process_left() -> Iterator[None]:
 
 def _bench(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """Run ``python -m actors bench ARGS``; afterwards no process it started may be left."""
-    marker = f"HARNESS_TEST_{uuid.uuid4().hex}"
-    done = subprocess.run(
-        [*BENCH, *args],
-        cwd=cwd,
-        env={**os.environ, marker: "1"},
-        capture_output=True,
-        text=True,
-        timeout=GUARD,
-        check=False,
-    )
-    assert running_with(marker) == [], f"bench left processes behind: {done.stderr}"
-    return done
+    return run_leaving_nothing([*BENCH, *args], cwd=cwd, timeout=GUARD)
 
 
 def _histogram_count(result: LoadResult) -> int:

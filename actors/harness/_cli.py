@@ -191,15 +191,21 @@ def _add_load_options(cli: argparse.ArgumentParser) -> None:
     group.add_argument("--json", metavar="FILE", type=Path, help="also write the figures here")
 
 
-def parser(prog: str = "mcp-actors bench") -> argparse.ArgumentParser:
-    """The ``bench`` command line."""
+def targeting_parser(prog: str, description: str, epilog: str) -> argparse.ArgumentParser:
+    """A command line with the target options (``--module``, ``--command``, ``--url``, …)."""
     cli = Parser(
         prog=prog,
-        description=_DESCRIPTION,
-        epilog=_EPILOG,
+        description=description,
+        epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_target_options(cli)
+    return cli
+
+
+def parser(prog: str = "mcp-actors bench") -> argparse.ArgumentParser:
+    """The ``bench`` command line."""
+    cli = targeting_parser(prog, _DESCRIPTION, _EPILOG)
     _add_mix_options(cli)
     _add_load_options(cli)
     return cli

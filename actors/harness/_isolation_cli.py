@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from .._argparse import Parser
 from ..server._cli import _positive_int
-from ._cli import _add_target_options, _check_target, _target, run_until_signalled
+from ._cli import _check_target, _target, run_until_signalled, targeting_parser
 from ._isolation import (
     SESSION,
     SETUP,
@@ -89,33 +88,27 @@ def _tool_call(text: str) -> ToolCall:
 
 def parser(prog: str = "mcp-actors check-isolation") -> argparse.ArgumentParser:
     """The ``check-isolation`` command line."""
-    cli = Parser(
-        prog=prog,
-        description=_DESCRIPTION,
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _add_target_options(cli)
+    cli = targeting_parser(prog, _DESCRIPTION, _EPILOG)
     calls = cli.add_argument_group("calls")
     calls.add_argument(
         "--write",
         required=True,
         type=_tool_call,
         metavar="CALL",
-        help=("the call that writes a session's state; must hold {mark}"),
+        help="the call that writes a session's state; must hold {mark}",
     )
     calls.add_argument(
         "--read",
         required=True,
         type=_tool_call,
         metavar="CALL",
-        help=("the call that reads it back"),
+        help="the call that reads it back",
     )
     calls.add_argument(
         "--setup",
         type=_tool_call,
         metavar="CALL",
-        help=("a call made once as each session opens; its answer fills {setup}"),
+        help="a call made once as each session opens; its answer fills {setup}",
     )
     calls.add_argument(
         "--recent-only",
