@@ -26,6 +26,33 @@ refused, never read as something else::
 
     Durable(Notes, schema=2, migrations={1: lambda old: {**old, "tags": []}})
 
+State in parts
+--------------
+A state that is mostly a collection (a content store's items, a plan's goals)
+can be stored part-wise, so that a write costs what the call changed rather
+than the whole state: name the collections in ``parts``::
+
+    Durable(ContentStoreState, parts=("items",))
+
+Each named field is a ``dict[str, P]``; each of its entries is stored as a
+part of its own beside a *header* that holds the rest of the state. After a
+call, the parts whose value is no longer the same object as at the last
+write are written, the keys that are gone are removed, and the header is
+written if it changed, in one transaction behind the same version fence as a
+whole state. Telling a change by identity is sound only if a part cannot
+change in place, so ``P`` must be immutable: a frozen attrs class (or str,
+int, float, bool, bytes, None, and tuples, frozensets, unions and frozen
+attrs classes of those), checked when the module is declared. To change a
+part, put a new one in its place (``attrs.evolve``).
+
+The plain data is the same as a whole state's (the converter's, with each
+named field a dict of the parts' plain data), so migrations see the state as
+they always did; a blob stored whole by an older version is read, and its
+first changing call writes it part-wise. The header's envelope is
+``{"schema": n, "header": {...}}``, which an older version that stored the
+state whole refuses to read (it has no ``state``) rather than mistake for an
+empty state.
+
 A durable state holds data only. Hooks that acquire resources (``on_start``,
 ``on_stop``, ``start_background``) make no sense for it — a process or a
 socket cannot be stored — so a durable state class may not define them;
@@ -34,19 +61,28 @@ socket cannot be stored — so a durable state class may not define them;
 
 from __future__ import annotations
 
+import copy
+import enum
 import json
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final
+import types
+import typing
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, final
 
 import attrs
 import cattrs
 from cattrs.errors import BaseValidationError
+
+from .store import PartChanges
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from protocol import ActorKey
 
-__all__ = ["Durable", "StateLoadError"]
+__all__ = ["Durable", "PartSnapshot", "StateLoadError"]
+
+PartSnapshot = dict[str, dict[str, object]]
+"""Parts field → (part id → the part object) as last written: what a write compares with."""
 
 StateT = TypeVar("StateT")
 
@@ -59,6 +95,83 @@ _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 class StateLoadError(Exception):
     """A stored state could not be read back; the stored blob is kept as it is."""
+
+
+def _parsed(blob: bytes, key: ActorKey) -> Any:
+    try:
+        return json.loads(blob)
+    except ValueError as exc:
+        msg = f"the stored state of {key} is not JSON ({exc})"
+        raise StateLoadError(msg) from None
+
+
+# What a frozen attrs class's __setattr__ is, learnt from one: attrs has no stable
+# public "is frozen" question, and this asks it by behaviour.
+_FROZEN_SETATTR: Final[object] = attrs.frozen(type("_Frozen", (), {})).__setattr__
+_IMMUTABLE: Final = (str, bytes, int, float, bool, complex, type(None))
+
+
+def _part_types(state_type: type, parts: tuple[str, ...]) -> dict[str, Any]:
+    """Each parts field's part type; TypeError naming the field if it cannot hold parts."""
+    if not isinstance(parts, tuple):  # parts="items" would name five one-letter fields
+        msg = f"parts is a tuple of field names, like ('items',), got {parts!r}"
+        raise TypeError(msg)
+    if len(set(parts)) != len(parts):
+        msg = f"parts names a field twice: {parts}"
+        raise TypeError(msg)
+    fields = {field.name: field for field in attrs.fields(_resolved(state_type))} if parts else {}
+    found: dict[str, Any] = {}
+    for name in parts:
+        if name not in fields:
+            msg = f"parts names {name!r}, which is not a field of {state_type.__name__}"
+            raise TypeError(msg)
+        hint = fields[name].type
+        args = typing.get_args(hint)
+        if typing.get_origin(hint) is not dict or len(args) != 2 or args[0] is not str:
+            msg = (
+                f"{state_type.__name__}.{name} is {hint!r}: a parts field is a dict[str, P], "
+                "part id to part"
+            )
+            raise TypeError(msg)
+        problem = _changeable(args[1])
+        if problem is not None:
+            msg = (
+                f"the parts of {state_type.__name__}.{name} could change in place ({problem}): "
+                "a part must be immutable, so that a changed part is a new object; make it a "
+                "frozen attrs class of immutable fields and replace it with attrs.evolve"
+            )
+            raise TypeError(msg)
+        found[name] = args[1]
+    return found
+
+
+def _resolved(kind: type) -> type:
+    """`kind` with its fields' types resolved from their annotations' text."""
+    return attrs.resolve_types(kind)
+
+
+def _changeable(kind: Any) -> str | None:
+    """Why values of type `kind` could change in place; None when they cannot."""
+    origin = typing.get_origin(kind)
+    if kind in _IMMUTABLE or (isinstance(kind, type) and issubclass(kind, enum.Enum)):
+        return None
+    if origin is Literal:
+        return None
+    if origin in (typing.Union, types.UnionType, tuple, frozenset):
+        return next(
+            (why for arg in typing.get_args(kind) if arg is not ... if (why := _changeable(arg))),
+            None,
+        )
+    if isinstance(kind, type) and attrs.has(kind):
+        if kind.__setattr__ is not _FROZEN_SETATTR:
+            return f"{kind.__name__} is not a frozen attrs class"
+        for field in attrs.fields(_resolved(kind)):
+            why = _changeable(field.type)
+            if why is not None:
+                return f"{kind.__name__}.{field.name}: {why}"
+        return None
+    name = kind.__name__ if isinstance(kind, type) else repr(kind)
+    return f"{name} is not immutable"
 
 
 def _strict_converter() -> cattrs.Converter:
@@ -82,6 +195,9 @@ class Durable(Generic[StateT]):
     """How the state is (un)structured; by default strict about unknown fields."""
     migrations: Mapping[int, Callable[[Any], Any]] = attrs.field(factory=dict)
     """Schema ``n`` → a function from the plain data of schema ``n`` to that of ``n + 1``."""
+    parts: tuple[str, ...] = ()
+    """The fields stored part-wise, each a ``dict[str, P]`` of immutable parts (see above)."""
+    _part_types: dict[str, Any] = attrs.field(init=False, factory=dict, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.schema, int) or self.schema < 1:
@@ -108,6 +224,47 @@ class Durable(Generic[StateT]):
                 "data only, since resources cannot be stored; drop the hooks or the durability"
             )
             raise TypeError(msg)
+        self._part_types.update(_part_types(self.state_type, self.parts))
+
+    @property
+    def partwise(self) -> bool:
+        """Whether the state is stored in parts."""
+        return bool(self.parts)
+
+    def snapshot(self, state: StateT) -> PartSnapshot:
+        """The parts of `state` as they are now, to compare the next write with (a copy of
+        each parts dict: the parts themselves are immutable)."""
+        return {name: dict(getattr(state, name)) for name in self.parts}
+
+    def dump_header(self, state: StateT) -> bytes:
+        """The stored form of `state` without its parts."""
+        shell = copy.copy(state)  # shallow: the parts fields are replaced, nothing else touched
+        for name in self.parts:
+            object.__setattr__(shell, name, {})
+        data = self.converter.unstructure(shell, self.state_type)
+        if not isinstance(data, dict) or any(data.get(name) != {} for name in self.parts):
+            msg = (
+                f"the converter stores {self.state_type.__name__} in a form without the fields "
+                f"{', '.join(self.parts)} as top-level dicts, which part-wise storage needs"
+            )
+            raise TypeError(msg)
+        header = {name: value for name, value in data.items() if name not in self.parts}
+        return _ENCODER.encode({"schema": self.schema, "header": header}).encode()
+
+    def changes(self, before: PartSnapshot, state: StateT) -> PartChanges:
+        """The parts of `state` made, replaced or dropped since `before`, in stored form."""
+        written: list[tuple[str, bytes]] = []
+        removed: list[str] = []
+        for name in self.parts:
+            now: dict[str, object] = getattr(state, name)
+            then = before.get(name, {})
+            kind = self._part_types[name]
+            for part_id, part in now.items():
+                if then.get(part_id) is not part:
+                    data = self.converter.unstructure(part, kind)
+                    written.append((f"{name}:{part_id}", _ENCODER.encode(data).encode()))
+            removed.extend(f"{name}:{part_id}" for part_id in then.keys() - now.keys())
+        return PartChanges(tuple(written), tuple(removed))
 
     def dump(self, state: StateT) -> bytes:
         """The stored form of `state`."""
@@ -116,19 +273,41 @@ class Durable(Generic[StateT]):
 
     def load(self, blob: bytes, key: ActorKey) -> StateT:
         """The state `blob` stores; StateLoadError naming `key` and the field if it cannot."""
-        try:
-            envelope = json.loads(blob)
-        except ValueError as exc:
-            msg = f"the stored state of {key} is not JSON ({exc})"
-            raise StateLoadError(msg) from None
-        if not isinstance(envelope, dict) or "state" not in envelope:
+        state, _partwise = self.load_parts(blob, None, key)
+        return state
+
+    def load_parts(
+        self, blob: bytes, parts: Mapping[str, bytes] | None, key: ActorKey
+    ) -> tuple[StateT, bool]:
+        """The state stored as `blob` (whole, or a header with `parts`), and whether it was
+        stored part-wise; StateLoadError naming `key` and the field if it cannot be read."""
+        envelope = _parsed(blob, key)
+        if not isinstance(envelope, dict) or not ("state" in envelope or "header" in envelope):
             msg = f"the stored state of {key} has no 'state' field"
             raise StateLoadError(msg)
+        partwise = "header" in envelope
+        data = self._assembled(envelope["header"], parts, key) if partwise else envelope["state"]
         schema = envelope.get("schema")
-        data = envelope["state"]
         if schema != self.schema:
             data = self._migrated(data, schema, key)
-        return self._structure(data, key)
+        return self._structure(data, key), partwise
+
+    def _assembled(self, header: Any, parts: Mapping[str, bytes] | None, key: ActorKey) -> Any:
+        """The whole state's plain data: the header's, with each part in its field."""
+        if parts is None or not self.parts or not isinstance(header, dict):
+            msg = (
+                f"the stored state of {key} is stored in parts, which {key.module}'s durable "
+                f"state does not declare (Durable(parts=...)); a version that does wrote it"
+            )
+            raise StateLoadError(msg)
+        data = {**header, **{name: {} for name in self.parts}}
+        for part_name, part_blob in parts.items():
+            field, _, part_id = part_name.partition(":")
+            if field not in self.parts:
+                msg = f"the stored state of {key} has a part {part_name!r} of no parts field"
+                raise StateLoadError(msg)
+            data[field][part_id] = _parsed(part_blob, key)
+        return data
 
     def _migrated(self, data: Any, schema: object, key: ActorKey) -> Any:
         """`data` of `schema` brought up to `self.schema`, one migration at a time."""

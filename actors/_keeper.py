@@ -10,6 +10,9 @@ made. For a durable module with a store it also
   version, before the call's reply goes out — so an acknowledged change is in
   the store; the blob's digest is kept, so a call that changed nothing writes
   nothing;
+* for a state stored in parts (``Durable(parts=...)``), keeps the parts as
+  last written, so that a write stores only the parts the call made,
+  replaced or dropped, beside the state's header;
 * marks the state stale when a write failed or a call timed out half-way: the
   in-memory copy may then hold changes the store does not, so it is dropped
   and loaded again before the next call.
@@ -36,10 +39,10 @@ if TYPE_CHECKING:
 
     from protocol import ActorKey
 
-    from ._durable import Durable
+    from ._durable import Durable, PartSnapshot
     from ._module import ToolModule
     from ._observe import Observer
-    from .store import StateStore, Stored
+    from .store import PartChanges, StateStore, Stored
 
 __all__ = ["Keeper"]
 
@@ -52,6 +55,10 @@ def _digest(blob: bytes) -> bytes:
     # fast with it (0.76 against 1.56 ms a MiB here; slower on a CPU without them), and every
     # load and save of a state pays for it.
     return hashlib.sha256(blob).digest()
+
+
+def _stored_size(stored: Stored) -> int:
+    return len(stored.blob) + sum(map(len, (stored.parts or {}).values()))
 
 
 @attrs.define(eq=False)
@@ -67,6 +74,9 @@ class Keeper:
     """The stored version the state was loaded from or last written as."""
     digest: bytes | None = None
     """The digest of the stored blob, to skip writes that would change nothing."""
+    parts: PartSnapshot | None = None
+    """A part-wise state's parts as stored (as loaded or last written); ``None`` when the
+    store holds none of them (nothing stored, or a state stored whole by an older version)."""
     stale: bool = False
     """The in-memory state may differ from the store's: load it before the next call."""
     observer: Observer | None = None
@@ -92,16 +102,19 @@ class Keeper:
         if durable is None or self.store is None:
             self.make()
             return
-        stored = await self._load(self.store)
+        stored = await self._load(self.store, parts=durable.partwise)
+        self.parts = None
         if stored is None:
             self.make()
             self.version = self.digest = None
         else:
-            if len(stored.blob) > _LOAD_INLINE_BYTES:  # parsing it would stall the event loop
-                load = functools.partial(durable.load, stored.blob, self.key)
-                self.state = await trio.to_thread.run_sync(load)
+            load = functools.partial(durable.load_parts, stored.blob, stored.parts, self.key)
+            if _stored_size(stored) > _LOAD_INLINE_BYTES:  # parsing would stall the event loop
+                self.state, partwise = await trio.to_thread.run_sync(load)
             else:
-                self.state = durable.load(stored.blob, self.key)
+                self.state, partwise = load()
+            if partwise:
+                self.parts = durable.snapshot(self.state)
             self.version, self.digest = stored.version, _digest(stored.blob)
         self.stale = False
 
@@ -118,38 +131,47 @@ class Keeper:
         assert self.store is not None
         self.stale = True  # until the write is known to have landed
         try:
-            dump = functools.partial(durable.dump, self.state)
-            blob = await trio.to_thread.run_sync(dump) if heavy else dump()
+            dump = functools.partial(self._dumped, durable)
+            blob, changes, parts = await trio.to_thread.run_sync(dump) if heavy else dump()
         except Exception as exc:
             msg = f"the state of {self.key} cannot be stored: {type(exc).__name__}: {exc}"
             raise StoreError(msg) from exc
         digest = _digest(blob)
-        changed = digest != self.digest
+        changed = digest != self.digest or bool(changes and (changes.written or changes.removed))
         if changed:
-            self.version = await self._save(self.store, blob)
-            self.digest = digest
+            self.version = await self._save(self.store, blob, changes)
+            self.digest, self.parts = digest, parts
         elif self.observer is not None:
             self.observer.state_saved(self.key, 0.0, "unchanged")
         self.stale = False
         return changed
 
-    async def _load(self, store: StateStore) -> Stored | None:
+    def _dumped(
+        self, durable: Durable[Any]
+    ) -> tuple[bytes, PartChanges | None, PartSnapshot | None]:
+        """The state's stored form: the whole blob, or its header, changed parts and parts."""
+        if not durable.partwise:
+            return durable.dump(self.state), None, None
+        changes = durable.changes(self.parts or {}, self.state)
+        return durable.dump_header(self.state), changes, durable.snapshot(self.state)
+
+    async def _load(self, store: StateStore, *, parts: bool) -> Stored | None:
         if self.observer is None:
-            return await store.load(self.key)
+            return await store.load(self.key, parts=parts)
         started = time.perf_counter()
-        stored = await store.load(self.key)
+        stored = await store.load(self.key, parts=parts)
         self.observer.state_loaded(
             self.key, time.perf_counter() - started, found=stored is not None
         )
         return stored
 
-    async def _save(self, store: StateStore, blob: bytes) -> int:
+    async def _save(self, store: StateStore, blob: bytes, changes: PartChanges | None) -> int:
         if self.observer is None:
-            return await store.save(self.key, blob, self.version)
+            return await store.save(self.key, blob, self.version, changes=changes)
         started = time.perf_counter()
         outcome = "failed"
         try:
-            version = await store.save(self.key, blob, self.version)
+            version = await store.save(self.key, blob, self.version, changes=changes)
             outcome = "written"
         except VersionConflict:
             outcome = "conflict"

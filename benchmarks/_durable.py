@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 
     from actors import Runtime
     from actors.store import StateStore
-    from actors.store._batched import Write
+    from actors.store._batched import Loaded, Write
 
     from ._measure import Progress
     from ._suite import Sizes
@@ -146,6 +146,10 @@ class _CountingBackend:
     def load_many(self, keys: Sequence[str]) -> list[tuple[int, bytes] | None]:
         """See `SqliteBackend.load_many`."""
         return self._inner.load_many(keys)
+
+    def load_many_with_parts(self, keys: Sequence[str]) -> list[Loaded | None]:
+        """See `SqliteBackend.load_many_with_parts`."""
+        return self._inner.load_many_with_parts(keys)
 
     def commit(self, writes: Sequence[Write], now: float) -> list[Any]:
         """See `SqliteBackend.commit`; counts the commit and its rows."""

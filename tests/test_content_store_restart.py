@@ -167,7 +167,8 @@ class TestOldShape:
     ) -> None:
         """Schema 1 loads (lines counted on loading) and answers as the same items added now.
 
-        Its first change writes it back in schema 2, with the line counts.
+        Its first change writes it back in schema 3, in parts: a header with the store's
+        id, and each item (the old ones too) a part with its line count.
         """
         path = tmp_path / "state.db"
         key = ActorKey("content_store", ToolContext("s1"))
@@ -189,15 +190,15 @@ class TestOldShape:
         assert (read["content"], store_id) == ("structured concurrency\ncancel", "store_0ld5ha9e")
         assert searched == fresh
         async with open_store(f"sqlite:///{path}") as store:
-            stored = await store.load(key)
+            stored = await store.load(key, parts=True)
         assert stored is not None
-        rewritten = json.loads(stored.blob)
-        assert rewritten["schema"] == 2
-        assert rewritten["state"]["items"] == [
-            [*old[0], 4],
-            [*old[1], 2],
-            ["c3", "new.md", "one\ntwo", 2],
-        ]
+        assert json.loads(stored.blob) == {"schema": 3, "header": {"store_id": "store_0ld5ha9e"}}
+        assert stored.parts is not None
+        assert {name: json.loads(part) for name, part in stored.parts.items()} == {
+            f"items:{old[0][0]}": [*old[0][1:], 4],
+            f"items:{old[1][0]}": [*old[1][1:], 2],
+            "items:c3": ["new.md", "one\ntwo", 2],
+        }
 
 
 # ---- the index kept up to date, against one built in one go -------------------------

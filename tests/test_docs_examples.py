@@ -67,6 +67,7 @@ PRINTING = [
             "showing_recipes",
             "client_asking",
             "durable_migrations",
+            "durable_parts",
             "embed_trio",
             "embed_asyncio",
             "embed_blocking",

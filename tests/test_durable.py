@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Collection, Sequence
     from pathlib import Path
 
-    from actors.store import StateStore
+    from actors.store import PartChanges, StateStore
     from actors.store._batched import Conflict, Write
 
 
@@ -129,10 +129,17 @@ class FaultyStore:
     saves: int = 0  # saves that reached the inner store
     url: str = "memory"
 
-    async def load(self, key: ActorKey) -> Stored | None:
-        return await self.inner.load(key)
+    async def load(self, key: ActorKey, *, parts: bool = False) -> Stored | None:
+        return await self.inner.load(key, parts=parts)
 
-    async def save(self, key: ActorKey, blob: bytes, expected: int | None) -> int:
+    async def save(
+        self,
+        key: ActorKey,
+        blob: bytes,
+        expected: int | None,
+        *,
+        changes: PartChanges | None = None,
+    ) -> int:
         if self.held is not None:
             await self.held.wait()
         if self.fault == "refuse":
@@ -140,7 +147,7 @@ class FaultyStore:
         if self.fault == "conflict":
             await trio.sleep(1)  # a retry loop that never ends lets the clock run out
             raise VersionConflict(key, expected, (expected or 0) + 1)
-        version = await self.inner.save(key, blob, expected)
+        version = await self.inner.save(key, blob, expected, changes=changes)
         self.saves += 1
         if self.fault == "lose_reply":
             raise StoreError("the connection broke after the commit (injected)")
@@ -492,10 +499,12 @@ class TestFencing:
                     for name, runtime in (("first", first), ("second", second)):
                         nursery.start_soon(create, runtime, f"{name} {index}")
             conflicts = first.statistics().write_conflicts + second.statistics().write_conflicts
-        stored = await shared_store.load(key(module="planning"))
+        stored = await shared_store.load(key(module="planning"), parts=True)
         assert stored is not None
         assert planning.durable is not None
-        final = planning.durable.load(stored.blob, key(module="planning"))
+        final, _partwise = planning.durable.load_parts(
+            stored.blob, stored.parts, key(module="planning")
+        )
         acknowledged = dict(created(result) for result in results if not result.is_error)
         assert acknowledged.items() <= final.goals.items()
         assert all("kept changing under" in r.first_text for r in results if r.is_error)
@@ -694,11 +703,18 @@ class UnmarkableStore:
     steps: list[str] = attrs.field(factory=list)
     url: str = "memory"
 
-    async def load(self, key: ActorKey) -> Stored | None:
-        return await self.inner.load(key)
+    async def load(self, key: ActorKey, *, parts: bool = False) -> Stored | None:
+        return await self.inner.load(key, parts=parts)
 
-    async def save(self, key: ActorKey, blob: bytes, expected: int | None) -> int:
-        return await self.inner.save(key, blob, expected)
+    async def save(
+        self,
+        key: ActorKey,
+        blob: bytes,
+        expected: int | None,
+        *,
+        changes: PartChanges | None = None,
+    ) -> int:
+        return await self.inner.save(key, blob, expected, changes=changes)
 
     async def delete_session(self, session_id: str) -> int:
         return await self.inner.delete_session(session_id)

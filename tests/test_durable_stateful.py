@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from actors import Runtime, RuntimeStatistics
-    from actors.store import StateStore, Stored
+    from actors.store import PartChanges, StateStore, Stored
     from protocol import ActorKey, CallResult
 
 TTL: Final = 60.0
@@ -203,11 +203,18 @@ class _DroppedSaves:
 
     url = "memory"
 
-    async def load(self, key: ActorKey) -> Stored | None:
+    async def load(self, key: ActorKey, *, parts: bool = False) -> Stored | None:
         await trio.lowlevel.checkpoint()
         return None
 
-    async def save(self, key: ActorKey, blob: bytes, expected: int | None) -> int:
+    async def save(
+        self,
+        key: ActorKey,
+        blob: bytes,
+        expected: int | None,
+        *,
+        changes: PartChanges | None = None,
+    ) -> int:
         await trio.lowlevel.checkpoint()
         return 1 if expected is None else expected + 1
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Collection
 
     from actors import Runtime
-    from actors.store import StateStore, Stored
+    from actors.store import PartChanges, StateStore, Stored
     from protocol import ActorKey
 
 SESSIONS: Final = [f"shared-{index}" for index in range(5)]
@@ -214,15 +214,22 @@ class RivalBeforeEverySave:
     def url(self) -> str:
         return self.store.url
 
-    async def load(self, key: ActorKey) -> Stored | None:
-        return await self.store.load(key)
+    async def load(self, key: ActorKey, *, parts: bool = False) -> Stored | None:
+        return await self.store.load(key, parts=parts)
 
-    async def save(self, key: ActorKey, blob: bytes, expected: int | None) -> int:
+    async def save(
+        self,
+        key: ActorKey,
+        blob: bytes,
+        expected: int | None,
+        *,
+        changes: PartChanges | None = None,
+    ) -> int:
         if self.armed:
             stored = await self.rival.load(key)
             assert stored is not None, "the rival rewrites a key that is stored"
             await self.rival.save(key, stored.blob, stored.version)
-        return await self.store.save(key, blob, expected)
+        return await self.store.save(key, blob, expected, changes=changes)
 
     async def delete_session(self, session_id: str) -> int:
         return await self.store.delete_session(session_id)

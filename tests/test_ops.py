@@ -50,10 +50,10 @@ class CountingStore(MemoryStore):
         super().__init__()
         self.loads = 0
 
-    async def load(self, key: ActorKey) -> None:  # type: ignore[override]
+    async def load(self, key: ActorKey, *, parts: bool = False) -> None:  # type: ignore[override]
         self.loads += 1
         await trio.sleep(0.01)  # a round trip, so that requests arrive while it runs
-        return await super().load(key)
+        return await super().load(key, parts=parts)
 
 
 async def test_ready_with_a_reachable_store_and_not_while_draining() -> None:

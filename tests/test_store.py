@@ -33,6 +33,7 @@ from ._postgres import (  # noqa: F401  (fixtures)
     fresh_postgres_url_fixture,
     postgres_server_fixture,
 )
+from ._stores import store_url_fixture  # noqa: F401  (a fixture)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -45,16 +46,6 @@ if TYPE_CHECKING:
 
 def key(session: str = "s1", module: str = "planning", assistant: str | None = None) -> ActorKey:
     return ActorKey(module, ToolContext(session, assistant))
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "memory":
-        return "memory"
-    if request.param == "postgres":
-        url: str = request.getfixturevalue("fresh_postgres_url")
-        return url
-    return f"sqlite:///{tmp_path / 'state.db'}"
 
 
 @asynccontextmanager
@@ -778,9 +769,9 @@ class TestPostgres:
             admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
             try:
                 admin.execute(
-                    sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON actor_state TO {}").format(
-                        sql.Identifier(role)
-                    )
+                    sql.SQL(
+                        "GRANT SELECT, INSERT, UPDATE, DELETE ON actor_state, actor_parts TO {}"
+                    ).format(sql.Identifier(role))
                 )
                 async with opened(fresh_postgres_url.replace("postgres@", f"{role}@")) as store:
                     assert await store.save(key(), b"x", None) == 1

@@ -565,21 +565,23 @@ def _search_text(query: str, results: list[dict[str, Any]]) -> str:
 
 @attrs.frozen
 class _StoredStore:
-    """What is stored of a content store: its id and each item's id, filename, text and lines.
+    """What is stored of a content store: its id and, per item id, filename, text and lines.
 
-    The line count is derived but stored (schema 2): counting costs about
-    8 ms per MiB, more than all the rest of loading, and ``list_contents``
-    shows it. Sizes are computed again on loading, the search index by the
-    first search (see the module docstring); the limits are the module's,
-    not the store's.
+    Stored in parts (schema 3): each item is a part of its own, so that adding
+    an item writes that item, not the store. The line count is derived but
+    stored (schema 2): counting costs about 8 ms per MiB, more than all the
+    rest of loading, and ``list_contents`` shows it. Sizes are computed again
+    on loading, the search index by the first search (see the module
+    docstring); the limits are the module's, not the store's.
     """
 
     store_id: str
-    items: list[tuple[str, str, str, int]]
+    items: dict[str, tuple[str, str, int]]
 
 
-_SCHEMA: Final = 2
-"""1: items were (id, filename, text); 2: (id, filename, text, lines)."""
+_SCHEMA: Final = 3
+"""1: items were a list of (id, filename, text); 2: (id, filename, text, lines);
+3: a dict of id → (filename, text, lines), stored in parts."""
 
 
 def _with_line_counts(data: Any) -> Any:
@@ -587,26 +589,32 @@ def _with_line_counts(data: Any) -> Any:
     return {**data, "items": [[*item, _line_count(item[2])] for item in data["items"]]}
 
 
+def _keyed_by_id(data: Any) -> Any:
+    """Schema 2's plain data as schema 3's: the items keyed by their id, in the same order."""
+    return {**data, "items": {item[0]: item[1:] for item in data["items"]}}
+
+
 def _stored_form(limits: ContentLimits) -> cattrs.Converter:
     """The strict converter, storing a `ContentStoreState` as a `_StoredStore`."""
     converter = cattrs.Converter(forbid_extra_keys=True)
 
+    def dump_item(item: _Item) -> Any:
+        return (item.filename, item.content.decode(), item.lines)
+
     def dump(state: ContentStoreState) -> Any:
-        items = [
-            (item.id, item.filename, item.content.decode(), item.lines)
-            for item in state.items.values()
-        ]
+        items = {item.id: dump_item(item) for item in state.items.values()}
         return converter.unstructure(_StoredStore(state.store_id, items))
 
     def load(data: Any, _kind: object) -> ContentStoreState:
         stored = converter.structure(data, _StoredStore)
         state = ContentStoreState(stored.store_id, limits=limits)
-        for item_id, filename, content, lines in stored.items:
+        for item_id, (filename, content, lines) in stored.items.items():
             item = _Item(item_id, filename, content.encode(), lines)
             state.items[item.id] = item
             state.size += item.size
         return state
 
+    converter.register_unstructure_hook(_Item, dump_item)
     converter.register_unstructure_hook(ContentStoreState, dump)
     converter.register_structure_hook(ContentStoreState, load)
     return converter
@@ -634,7 +642,8 @@ def content_store_with(limits: ContentLimits) -> ToolModule[ContentStoreState]:
             ContentStoreState,
             schema=_SCHEMA,
             converter=_stored_form(limits),
-            migrations={1: _with_line_counts},
+            migrations={1: _with_line_counts, 2: _keyed_by_id},
+            parts=("items",),
         ),
     )
     adds: dict[str, Any] = {"destructive": False, "open_world": False}

@@ -20,7 +20,7 @@ from .._module import ToolModule
 __all__ = ["PlanningState", "planning"]
 
 
-@attrs.define
+@attrs.frozen
 class _Todo:
     id: str
     name: str
@@ -71,7 +71,8 @@ planning: ToolModule[PlanningState] = ToolModule(
     _new_plan,
     scope=Scope.SESSION_ASSISTANT_THREAD,
     description="Goals and todos, kept per session, assistant and thread.",
-    durable=Durable(PlanningState),
+    # Goals and todos are parts: a call stores the goal or todo it made or changed.
+    durable=Durable(PlanningState, parts=("goals", "todos")),
 )
 
 
@@ -125,7 +126,7 @@ def mark_todo(state: PlanningState, todo_id: Annotated[str, "The todo's id."]) -
     if todo is None:
         msg = f"Error: todo {todo_id!r} not found; get_planning_state shows the ids"
         raise ToolError(msg)
-    todo.done = True
+    state.todos[todo_id] = attrs.evolve(todo, done=True)  # a part is replaced, never changed
     return f"Marked todo {todo_id} done: {todo.name}"
 
 

@@ -95,7 +95,8 @@ playbook_store: ToolModule[PlaybookStoreState] = ToolModule(
     _new_store,
     scope=Scope.SESSION,
     description="Playbooks shared within a session, each owned by the assistant that made it.",
-    durable=Durable(PlaybookStoreState, converter=_stored_form()),
+    # Each playbook is a part; the selections, small, are the header.
+    durable=Durable(PlaybookStoreState, converter=_stored_form(), parts=("playbooks",)),
 )
 
 

@@ -11,6 +11,7 @@ PostgreSQL (psycopg 3, the ``postgres`` extra) when several processes share
 keys. Saves waiting together are committed together (group commit).
 """
 
+from ._base import PartChanges as PartChanges
 from ._base import StateStore as StateStore
 from ._base import Stored as Stored
 from ._base import StoredEntry as StoredEntry
@@ -25,6 +26,7 @@ from ._open import open_store as open_store
 __all__ = [
     "Creation",
     "MemoryStore",
+    "PartChanges",
     "StateStore",
     "StoreError",
     "Stored",

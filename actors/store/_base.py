@@ -8,6 +8,11 @@ reason about:
   still ``expected`` (``None``: nothing stored yet); otherwise `VersionConflict`
   and nothing is written. This is the fence that makes one writer per key
   certain even when two processes both believe they own it;
+* a key may also hold *parts* beside its blob (a part-wise durable state: see
+  ``actors._durable``): ``save(..., changes=PartChanges(...))`` writes the
+  parts a call changed and removes those it dropped, in the same transaction
+  and behind the same fence as the blob, and ``load(key, parts=True)`` reads
+  the blob and every part as of one moment;
 * ``delete_session(session_id)`` removes every key of a session;
 * ``touch(keys)`` marks keys as used now, and ``sweep(retention)`` removes
   every key neither written nor marked for ``retention`` seconds: a key's
@@ -32,9 +37,10 @@ import attrs
 from protocol import TENANT_SEPARATOR, ActorKey, ToolContext
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Mapping
 
 __all__ = [
+    "PartChanges",
     "StateStore",
     "StoreError",
     "Stored",
@@ -91,7 +97,31 @@ class Stored:
     version: int
     """Starts at 1 and grows by one with every save."""
     blob: bytes
-    """The serialized state, opaque to the store."""
+    """The serialized state, opaque to the store (for a part-wise state, its header)."""
+    parts: Mapping[str, bytes] | None = None
+    """Part name → part, when loaded with ``parts=True``; ``None`` when not asked for."""
+
+
+@final
+@attrs.frozen
+class PartChanges:
+    """What one save does to a key's parts besides writing its blob."""
+
+    written: tuple[tuple[str, bytes], ...] = ()
+    """(name, blob) of each part made or changed; a name at most once."""
+    removed: tuple[str, ...] = ()
+    """The names of the parts dropped; none of them among `written`."""
+
+    def __attrs_post_init__(self) -> None:
+        names = [name for name, _blob in self.written]
+        if len(set(names)) != len(names) or set(names) & set(self.removed):
+            msg = "a part may be written once or removed in one save, not both nor twice"
+            raise ValueError(msg)
+
+    @property
+    def size(self) -> int:
+        """Bytes of the parts written."""
+        return sum(len(blob) for _name, blob in self.written)
 
 
 class StateStore(Protocol):
@@ -102,12 +132,20 @@ class StateStore(Protocol):
         """Where the store is, for logs and errors (no password)."""
         ...
 
-    async def load(self, key: ActorKey) -> Stored | None:
-        """The key's stored state, or ``None`` when it has none."""
+    async def load(self, key: ActorKey, *, parts: bool = False) -> Stored | None:
+        """The key's stored state, or ``None`` when it has none; with its parts if `parts`."""
         ...
 
-    async def save(self, key: ActorKey, blob: bytes, expected: int | None) -> int:
-        """Write `blob` if the stored version is `expected`; return the new version.
+    async def save(
+        self,
+        key: ActorKey,
+        blob: bytes,
+        expected: int | None,
+        *,
+        changes: PartChanges | None = None,
+    ) -> int:
+        """Write `blob` (and `changes` to the key's parts) if the stored version is
+        `expected`; return the new version.
 
         Raises VersionConflict (nothing written) or StoreError. Saves waiting at
         the same time are committed together (group commit).

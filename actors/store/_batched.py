@@ -34,7 +34,20 @@ if TYPE_CHECKING:
 
     from protocol import ActorKey
 
-__all__ = ["Backend", "BatchRolledBack", "Conflict", "Write", "open_batched", "scope_clause"]
+    from ._base import PartChanges
+
+__all__ = [
+    "Backend",
+    "BatchRolledBack",
+    "Conflict",
+    "Loaded",
+    "Write",
+    "open_batched",
+    "scope_clause",
+]
+
+Loaded = tuple[int, bytes, dict[str, bytes]]
+"""A key loaded with its parts: version, blob, part name → part."""
 
 _MAX_BATCH: Final = 1000  # bounds one transaction's size and one thread hop's latency
 _GATHER_PASSES: Final = 32  # bounds how long a steady stream of items holds a batch back
@@ -57,6 +70,8 @@ class Write:
     blob: bytes
     expected: int | None
     """The version the writer loaded; ``None`` when it found nothing stored."""
+    changes: PartChanges | None = None
+    """What the save does to the key's parts, written only if the blob is (same fence)."""
 
 
 class BatchRolledBack(StoreError):
@@ -74,12 +89,17 @@ class Conflict:
 
 
 class Backend(Protocol):
-    """A blocking driver. Called from one worker thread at a time per method kind."""
+    """A blocking driver. Called from one worker thread at a time per method kind (the
+    two loads count as one kind, as do `commit` and the maintenance calls)."""
 
     url: str
 
     def load_many(self, keys: Sequence[str]) -> list[tuple[int, bytes] | None]:
         """(version, blob) or None for each key, in order."""
+        ...
+
+    def load_many_with_parts(self, keys: Sequence[str]) -> list[Loaded | None]:
+        """(version, blob, parts) or None for each key, in order; each key as of one moment."""
         ...
 
     def commit(self, writes: Sequence[Write], now: float) -> list[int | Conflict]:
@@ -287,8 +307,15 @@ class BatchedStore:
             split=True,
             limiter=self._writes,
         )
+        # The two kinds of load share the driver's one reading connection: they take turns.
+        reads = trio.CapacityLimiter(1)
         self._loads: _Queue[str, tuple[int, bytes] | None] = _Queue(
-            backend.load_many, "load", backend.url
+            backend.load_many, "load", backend.url, limiter=reads
+        )
+        # A queue of its own, so that whole states load as they always did: a
+        # store with no part-wise module pays nothing for parts.
+        self._part_loads: _Queue[str, Loaded | None] = _Queue(
+            backend.load_many_with_parts, "load", backend.url, limiter=reads
         )
 
     @property
@@ -296,15 +323,25 @@ class BatchedStore:
         """Where the store is."""
         return self._backend.url
 
-    async def load(self, key: ActorKey) -> Stored | None:
-        """The key's stored state, or ``None``."""
+    async def load(self, key: ActorKey, *, parts: bool = False) -> Stored | None:
+        """The key's stored state, or ``None``; with its parts if `parts`."""
+        if parts:
+            loaded = await self._part_loads.submit(encode_key(key))
+            return None if loaded is None else Stored(*loaded)
         found = await self._loads.submit(encode_key(key))
         return None if found is None else Stored(*found)
 
-    async def save(self, key: ActorKey, blob: bytes, expected: int | None) -> int:
-        """Write `blob` if the stored version is `expected`; the new version."""
+    async def save(
+        self,
+        key: ActorKey,
+        blob: bytes,
+        expected: int | None,
+        *,
+        changes: PartChanges | None = None,
+    ) -> int:
+        """Write `blob` and `changes` if the stored version is `expected`; the new version."""
         outcome = await self._saves.submit(
-            Write(encode_key(key), key.context.session_id, blob, expected)
+            Write(encode_key(key), key.context.session_id, blob, expected, changes)
         )
         if isinstance(outcome, Conflict):
             raise VersionConflict(key, expected, outcome.found)
@@ -353,6 +390,7 @@ class BatchedStore:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._saves.serve)
             nursery.start_soon(self._loads.serve)
+            nursery.start_soon(self._part_loads.serve)
             task_status.started()
 
 
@@ -370,5 +408,6 @@ async def open_batched(backend: Backend) -> AsyncIterator[BatchedStore]:
                 closed = StoreError(f"the state store {backend.url} is closed")
                 store._saves.fail_waiting(closed)
                 store._loads.fail_waiting(closed)
+                store._part_loads.fail_waiting(closed)
     finally:
         await trio.to_thread.run_sync(backend.close)

@@ -21,7 +21,14 @@ JSON document. ``export`` writes JSON lines, one per key::
 
 ``stored`` is the blob parsed as JSON (what a durable module writes); a blob
 that is not JSON comes as ``stored_text`` (UTF-8 text) or ``stored_base64``
-(anything else) instead, so an export never loses a byte. ``import`` reads
+(anything else) instead, so an export never loses a byte. A state stored in
+parts (``Durable(parts=...)``) has its header as ``stored`` and its parts in
+``parts``, each part name → an object of the same three forms::
+
+    {"key": {...}, "version": 4, "stored": {"schema": 3, "header": {...}},
+     "parts": {"items:c1": {"stored": [...]}, "items:c2": {"stored": [...]}}}
+
+An imported line with ``parts`` leaves the key with exactly those parts. ``import`` reads
 the same lines: edit an export, import it, and each line is written only if
 the key is still at the line's ``version`` (``null``: nothing was stored).
 A key that changed since the export is refused, never overwritten, and
@@ -64,7 +71,7 @@ from protocol import TENANT_SEPARATOR, ActorKey, ContextError, ToolContext, extr
 
 from .._argparse import Parser, with_environment
 from .._module import _check_name
-from ._base import StoreError, VersionConflict
+from ._base import PartChanges, StoreError, VersionConflict
 from ._open import check_store_url, default_state_url, open_store
 
 if TYPE_CHECKING:
@@ -80,7 +87,7 @@ _MAX_REPORTED: Final = 20  # problems of a bad import file printed before "and N
 _ID_FIELDS: Final = {"session": "sessionId", "assistant": "assistantId", "thread": "threadId"}
 _KEY_FIELDS: Final = ("module", "session", "assistant", "thread")
 _BLOB_FIELDS: Final = ("stored", "stored_text", "stored_base64")
-_LINE_FIELDS: Final = frozenset({"key", "version", *_BLOB_FIELDS})
+_LINE_FIELDS: Final = frozenset({"key", "version", "parts", *_BLOB_FIELDS})
 
 _DESCRIPTION: Final = """\
 Look at and repair the durable state a store keeps: list keys, show one,
@@ -366,6 +373,14 @@ def _time(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat(timespec="seconds")
 
 
+def _stored_json(stored: Stored) -> dict[str, Any]:
+    """The blob as `_blob_json` gives it, and the parts, if any, under ``parts``."""
+    if not stored.parts:
+        return _blob_json(stored.blob)
+    parts = {name: _blob_json(blob) for name, blob in stored.parts.items()}
+    return {**_blob_json(stored.blob), "parts": parts}
+
+
 def _blob_json(blob: bytes) -> dict[str, Any]:
     """The blob as ``stored`` (parsed JSON), ``stored_text`` or ``stored_base64``."""
     try:
@@ -463,7 +478,7 @@ class _Show:
     key: ActorKey
 
     async def run(self, store: StateStore) -> int:
-        stored = await store.load(self.key)
+        stored = await store.load(self.key, parts=True)
         if stored is None:
             return self.out.error(
                 f"nothing stored for {self.key}; list the session's keys with: "
@@ -480,9 +495,9 @@ class _Show:
         document = {
             "key": _key_json(self.key),
             "version": stored.version,
-            "size": len(stored.blob),
+            "size": len(stored.blob) + sum(map(len, (stored.parts or {}).values())),
             "used_at": used_at,
-            **_blob_json(stored.blob),
+            **_stored_json(stored),
         }
         sys.stdout.write(_dumps(document, indent=2) + "\n")
         return 0
@@ -495,7 +510,7 @@ async def _load_all(store: StateStore, keys: Sequence[ActorKey]) -> list[Stored 
 
     async def load(index: int, key: ActorKey) -> None:
         try:
-            found[index] = await store.load(key)
+            found[index] = await store.load(key, parts=True)
         except StoreError as exc:  # kept out of the nursery's exception group
             failures.append(exc)
 
@@ -557,7 +572,7 @@ class _Export:
             keys = [entry.key for entry in entries[start : start + _LOAD_CHUNK]]
             lines = [
                 _dumps(
-                    {"key": _key_json(key), "version": stored.version, **_blob_json(stored.blob)},
+                    {"key": _key_json(key), "version": stored.version, **_stored_json(stored)},
                     separators=(",", ":"),
                 )
                 + "\n"
@@ -581,6 +596,8 @@ class _Line:
     key: ActorKey
     version: int | None
     blob: bytes
+    parts: dict[str, bytes]
+    """The parts the key is to have (none for a state stored whole)."""
 
 
 class _BadLine(ValueError):
@@ -632,6 +649,24 @@ def _check_version(line: dict[str, Any]) -> int | None:
     return version
 
 
+def _check_parts(line: dict[str, Any]) -> dict[str, bytes]:
+    parts = line.get("parts", {})
+    if not isinstance(parts, dict):
+        msg = "parts: must be an object of part name → {stored | stored_text | stored_base64}"
+        raise _BadLine(msg)
+    checked: dict[str, bytes] = {}
+    for name, part in parts.items():
+        if not name or not isinstance(part, dict) or set(part) - set(_BLOB_FIELDS):
+            msg = f"parts.{name}: must be an object with one of {', '.join(_BLOB_FIELDS)}"
+            raise _BadLine(msg)
+        try:
+            checked[name] = _check_blob(part)
+        except _BadLine as exc:
+            msg = f"parts.{name}: {exc}"
+            raise _BadLine(msg) from None
+    return checked
+
+
 def _check_blob(line: dict[str, Any]) -> bytes:
     given = [field for field in _BLOB_FIELDS if field in line]
     if len(given) != 1:
@@ -679,7 +714,8 @@ def _check_line(number: int, raw: bytes) -> _Line:
     if "key" not in line:
         msg = "key: missing"
         raise _BadLine(msg)
-    return _Line(number, _check_key(line["key"]), _check_version(line), _check_blob(line))
+    key = _check_key(line["key"])
+    return _Line(number, key, _check_version(line), _check_blob(line), _check_parts(line))
 
 
 def _check_lines(data: bytes) -> tuple[list[_Line], list[str]]:
@@ -725,6 +761,25 @@ def _read_import(out: _Output, path: str) -> list[_Line] | None:
     return lines
 
 
+def _same_state(current: Stored, line: _Line) -> bool:
+    """Whether importing `line` over `current` would change nothing."""
+    parts = current.parts or {}
+    return (
+        _same(current.blob, line.blob)
+        and parts.keys() == line.parts.keys()
+        and all(_same(parts[name], blob) for name, blob in line.parts.items())
+    )
+
+
+def _changes(current: Stored | None, line: _Line) -> PartChanges | None:
+    """What importing `line` does to the key's parts: write its own, remove the others."""
+    stored = set() if current is None or not current.parts else set(current.parts)
+    if not stored and not line.parts:
+        return None  # a state stored whole, as before parts existed
+    removed = tuple(sorted(stored - line.parts.keys()))
+    return PartChanges(tuple(line.parts.items()), removed)
+
+
 def _same(stored: bytes, blob: bytes) -> bool:
     """Whether writing `blob` over `stored` would change nothing (equal bytes or equal JSON)."""
     if stored == blob:
@@ -750,15 +805,16 @@ class _Import:
         failed: str | None = None
         for line in self.lines:
             try:
-                current = await store.load(line.key)
+                current = await store.load(line.key, parts=True)
                 found = None if current is None else current.version
                 if found != line.version:
                     refused.append(self._changed(line, found))
                     continue
-                if current is not None and _same(current.blob, line.blob):
+                if current is not None and _same_state(current, line):
                     unchanged += 1
                     continue
-                await store.save(line.key, line.blob, line.version)  # fenced by the version
+                # Fenced by the version; the key is left with exactly the line's parts.
+                await store.save(line.key, line.blob, line.version, changes=_changes(current, line))
             except VersionConflict as exc:  # written since the load above
                 refused.append(self._changed(line, exc.found))
                 continue

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
     from protocol import ActorKey
 
+    from ._base import PartChanges
+
 __all__ = ["MemoryStore"]
 
 
@@ -34,21 +36,36 @@ class MemoryStore:
         self._clock = clock
         self._states: dict[ActorKey, tuple[Stored, float]] = {}  # key -> (state, used at)
 
-    async def load(self, key: ActorKey) -> Stored | None:
-        """The key's stored state, or ``None``."""
+    async def load(self, key: ActorKey, *, parts: bool = False) -> Stored | None:
+        """The key's stored state, or ``None``; with a copy of its parts if `parts`."""
         await trio.lowlevel.checkpoint()
         entry = self._states.get(key)
-        return None if entry is None else entry[0]
+        if entry is None:
+            return None
+        stored = entry[0]
+        return Stored(stored.version, stored.blob, dict(stored.parts or {}) if parts else None)
 
-    async def save(self, key: ActorKey, blob: bytes, expected: int | None) -> int:
-        """Write `blob` if the stored version is `expected`; the new version."""
+    async def save(
+        self,
+        key: ActorKey,
+        blob: bytes,
+        expected: int | None,
+        *,
+        changes: PartChanges | None = None,
+    ) -> int:
+        """Write `blob` and `changes` if the stored version is `expected`; the new version."""
         await trio.lowlevel.checkpoint()
         entry = self._states.get(key)
         found = None if entry is None else entry[0].version
         if found != expected:
             raise VersionConflict(key, expected, found)
         version = 1 if found is None else found + 1
-        self._states[key] = (Stored(version, blob), self._clock())
+        parts = dict(entry[0].parts or {}) if entry is not None else {}
+        if changes is not None:
+            parts.update(changes.written)
+            for name in changes.removed:
+                parts.pop(name, None)
+        self._states[key] = (Stored(version, blob, parts), self._clock())
         return version
 
     async def delete_session(self, session_id: str) -> int:
@@ -83,7 +100,7 @@ class MemoryStore:
         """What is stored for `session` or `tenant` (everything without either)."""
         await trio.lowlevel.checkpoint()
         found = [
-            StoredEntry(key, stored.version, len(stored.blob), used)
+            StoredEntry(key, stored.version, _size(stored), used)
             for key, (stored, used) in self._states.items()
             if in_scope(key.context.session_id, only=session, tenant=tenant)
         ]
@@ -93,3 +110,8 @@ class MemoryStore:
         """Delete one key; whether it was stored."""
         await trio.lowlevel.checkpoint()
         return self._states.pop(key, None) is not None
+
+
+def _size(stored: Stored) -> int:
+    """Bytes of the blob and of every part."""
+    return len(stored.blob) + sum(map(len, (stored.parts or {}).values()))

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from psycopg.rows import TupleRow
 
-    from ._batched import Write
+    from ._batched import Loaded, Write
 
 __all__ = ["PostgresBackend"]
 
@@ -58,6 +58,14 @@ _SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS actor_state_session ON actor_state (session)",
     "CREATE INDEX IF NOT EXISTS actor_state_updated ON actor_state (updated_at)",
 )
+# `seq` orders a key's parts as first written (see the SQLite store).
+_PARTS_SCHEMA: Final = """CREATE TABLE IF NOT EXISTS actor_parts (
+    seq bigint GENERATED ALWAYS AS IDENTITY,
+    key text NOT NULL,
+    part text NOT NULL,
+    blob bytea NOT NULL,
+    PRIMARY KEY (key, part)
+)"""
 _INSERT: Final = (
     "INSERT INTO actor_state (key, session, version, blob, updated_at) "
     "VALUES (%s, %s, 1, %s, %s) ON CONFLICT (key) DO NOTHING RETURNING version"
@@ -66,11 +74,36 @@ _UPDATE: Final = (
     "UPDATE actor_state SET version = version + 1, blob = %s, updated_at = %s "
     "WHERE key = %s AND version = %s RETURNING version"
 )
+# A part-wise save is one statement, so that the pipeline needs no answer
+# before sending the next: the parts are written (and removed) only when the
+# fenced write of the blob returned a row, in the same transaction.
+_PART_CHANGES: Final = """, written AS (
+    INSERT INTO actor_parts (key, part, blob)
+    SELECT %s, changed.part, changed.blob
+    FROM blob_written, unnest(%s::text[], %s::bytea[]) AS changed (part, blob)
+    ON CONFLICT (key, part) DO UPDATE SET blob = excluded.blob
+), removed AS (
+    DELETE FROM actor_parts
+    WHERE key = %s AND part = ANY(%s::text[]) AND EXISTS (SELECT FROM blob_written)
+) SELECT version FROM blob_written"""
+_INSERT_WITH_PARTS: Final = f"WITH blob_written AS ({_INSERT}){_PART_CHANGES}"
+_UPDATE_WITH_PARTS: Final = f"WITH blob_written AS ({_UPDATE}){_PART_CHANGES}"
+_LOAD_WITH_PARTS: Final = (
+    "SELECT s.key, s.version, s.blob, p.part, p.blob FROM actor_state AS s "
+    "LEFT JOIN actor_parts AS p ON p.key = s.key WHERE s.key = ANY(%s) ORDER BY p.seq"
+)
+# Whatever deletes keys deletes their parts in the same statement; the count is of keys.
+_DELETE_WITH_PARTS: Final = """WITH doomed AS (DELETE FROM actor_state WHERE {} RETURNING key),
+parts AS (DELETE FROM actor_parts WHERE key IN (SELECT key FROM doomed))
+SELECT count(*) FROM doomed"""
 _SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword"})
 _LOAD: Final = "SELECT key, version, blob FROM actor_state WHERE key = ANY(%s)"
 _VERSIONS: Final = "SELECT key, version FROM actor_state WHERE key = ANY(%s)"
 _TOUCH: Final = "UPDATE actor_state SET updated_at = %s WHERE key = ANY(%s)"
-_ENTRIES: Final = "SELECT key, version, octet_length(blob), updated_at FROM actor_state"
+_ENTRIES: Final = (
+    "SELECT key, version, octet_length(blob) + coalesce((SELECT sum(octet_length(p.blob)) "
+    "FROM actor_parts AS p WHERE p.key = actor_state.key), 0), updated_at FROM actor_state"
+)
 
 
 @final
@@ -103,6 +136,21 @@ class PostgresBackend:
         found = {key: (version, blob) for key, version, blob in rows}
         return [found.get(key) for key in keys]
 
+    def load_many_with_parts(self, keys: Sequence[str]) -> list[Loaded | None]:
+        """(version, blob, parts) or None per key, in order: one query (one snapshot)."""
+        with self._reported(f"load failed in {self.url}"):
+            rows = (
+                self._reader.connection()
+                .execute(_LOAD_WITH_PARTS, (list(keys),), binary=True)
+                .fetchall()
+            )
+        found: dict[str, Loaded] = {}
+        for key, version, blob, part, part_blob in rows:
+            parts = found.setdefault(key, (version, blob, {}))[2]
+            if part is not None:
+                parts[part] = part_blob
+        return [found.get(key) for key in keys]
+
     def commit(self, writes: Sequence[Write], now: float) -> list[int | Conflict]:
         """Apply `writes` in order, in one transaction.
 
@@ -121,7 +169,7 @@ class PostgresBackend:
 
     def delete_session(self, session: str) -> int:
         """Delete every key of `session`."""
-        return self._delete("delete_session", "DELETE FROM actor_state WHERE session = %s", session)
+        return self._delete("delete_session", "session = %s", session)
 
     def touch(self, keys: Sequence[str], now: float) -> None:
         """Set the `used_at` of each of `keys` that is stored to `now`."""
@@ -130,7 +178,7 @@ class PostgresBackend:
 
     def sweep(self, cutoff: float) -> int:
         """Delete every key last written or used before `cutoff`."""
-        return self._delete("sweep", "DELETE FROM actor_state WHERE updated_at < %s", cutoff)
+        return self._delete("sweep", "updated_at < %s", cutoff)
 
     def entries(self, session: str | None, tenant: str | None) -> list[tuple[str, int, int, float]]:
         """(key, version, size, used at) of `session`'s keys, or `tenant`'s, or all."""
@@ -141,11 +189,15 @@ class PostgresBackend:
 
     def delete(self, key: str) -> bool:
         """Delete one key; whether it was stored."""
-        return self._delete("delete", "DELETE FROM actor_state WHERE key = %s", key) == 1
+        return self._delete("delete", "key = %s", key) == 1
 
-    def _delete(self, what: str, statement: str, argument: str | float) -> int:
+    def _delete(self, what: str, condition: str, argument: str | float) -> int:
+        """Delete the keys `condition` picks, with their parts; how many keys."""
+        statement = _DELETE_WITH_PARTS.format(condition)
         with self._reported(f"{what} failed in {self.url}"):
-            return self._admin.connection().execute(statement, (argument,)).rowcount
+            row = self._admin.connection().execute(statement, (argument,)).fetchone()
+        assert row is not None  # count(*) always returns one row
+        return int(row[0])
 
     def close(self) -> None:
         """Close the connections."""
@@ -222,15 +274,19 @@ def _usable(connection: psycopg.Connection[TupleRow]) -> bool:
 def _make_schema(connection: psycopg.Connection[TupleRow]) -> None:
     """Create the table if it is missing, and check that it has the columns the store uses."""
     with connection.transaction():
-        if connection.execute("SELECT to_regclass('actor_state')").fetchone() == (None,):
+        missing = connection.execute(
+            "SELECT to_regclass('actor_state') IS NULL, to_regclass('actor_parts') IS NULL"
+        ).fetchone()
+        if missing is not None and any(missing):  # actor_parts is new: older stores lack it
             # Two processes creating the table at once can both fail the catalog's
             # unique checks, IF NOT EXISTS notwithstanding: creators take turns.
             connection.execute("SELECT pg_advisory_xact_lock(hashtext('mcp-actors schema'))")
-            for statement in _SCHEMA:
+            for statement in (*_SCHEMA, _PARTS_SCHEMA):
                 connection.execute(statement)
         connection.execute(
             "SELECT key, session, version, blob, updated_at FROM actor_state LIMIT 0"
         )
+        connection.execute("SELECT seq, key, part, blob FROM actor_parts LIMIT 0")
 
 
 def _commit(
@@ -253,9 +309,19 @@ def _commit(
 
 
 def _statement(write: Write, now: float) -> tuple[str, tuple[object, ...]]:
+    changes = write.changes
     if write.expected is None:
-        return _INSERT, (write.key, write.session, write.blob, now)
-    return _UPDATE, (write.blob, now, write.key, write.expected)
+        blob_arguments: tuple[object, ...] = (write.key, write.session, write.blob, now)
+        statements = (_INSERT, _INSERT_WITH_PARTS)
+    else:
+        blob_arguments = (write.blob, now, write.key, write.expected)
+        statements = (_UPDATE, _UPDATE_WITH_PARTS)
+    if changes is None:
+        return statements[0], blob_arguments
+    names = [name for name, _blob in changes.written]
+    blobs = [blob for _name, blob in changes.written]
+    part_arguments = (write.key, names, blobs, write.key, list(changes.removed))
+    return statements[1], (*blob_arguments, *part_arguments)
 
 
 def _with_defaults(url: str) -> str:

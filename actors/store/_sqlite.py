@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from pathlib import Path
 
-    from ._batched import Write
+    from ._batched import Loaded, Write
     from ._open import Creation
 
 __all__ = ["SqliteBackend"]
@@ -43,6 +43,13 @@ CREATE TABLE IF NOT EXISTS actor_state (
 );
 CREATE INDEX IF NOT EXISTS actor_state_session ON actor_state (session);
 CREATE INDEX IF NOT EXISTS actor_state_updated ON actor_state (updated_at);
+CREATE TABLE IF NOT EXISTS actor_parts (
+    seq INTEGER PRIMARY KEY,
+    key TEXT NOT NULL,
+    part TEXT NOT NULL,
+    blob BLOB NOT NULL,
+    UNIQUE (key, part)
+);
 """
 _TABLES: Final = "SELECT name FROM sqlite_master WHERE type = 'table'"
 # A save: an insert that does nothing if the key is stored (the writer found
@@ -56,6 +63,16 @@ _UPDATE: Final = (
     "WHERE key = ? AND version = ?"
 )
 _LOAD_CHUNK: Final = 500  # below SQLite's limit on bound parameters
+# A part-wise save's parts, written only once its blob's fenced statement landed.
+# A part keeps its `seq` when it is replaced: loaded in `seq` order, a key's parts
+# come back in the order they were first written, as a dict keeps its keys.
+_WRITE_PART: Final = (
+    "INSERT INTO actor_parts (key, part, blob) VALUES (?, ?, ?) "
+    "ON CONFLICT (key, part) DO UPDATE SET blob = excluded.blob"
+)
+_REMOVE_PART: Final = "DELETE FROM actor_parts WHERE key = ? AND part = ?"
+# A key's parts go with it, in the same transaction, whatever deletes it.
+_PARTS_OF_DOOMED: Final = "DELETE FROM actor_parts WHERE key IN (SELECT key FROM actor_state{})"
 
 
 def _create_private(path: Path, create: Creation) -> None:
@@ -91,7 +108,10 @@ def _create_private(path: Path, create: Creation) -> None:
         raise IsADirectoryError(msg)
 
 
-_COLUMNS: Final = ("key", "session", "version", "blob", "updated_at")
+_COLUMNS: Final = {
+    "actor_state": ("key", "session", "version", "blob", "updated_at"),
+    "actor_parts": ("seq", "key", "part", "blob"),
+}
 
 
 def _check_file(path: Path) -> None:
@@ -104,17 +124,18 @@ def _check_file(path: Path) -> None:
     connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         tables = [row[0] for row in connection.execute(_TABLES)]
-        others = [name for name in tables if name != "actor_state"]
+        others = [name for name in tables if name not in _COLUMNS]
         if others:
             msg = (
                 f"the file holds another program's tables ({', '.join(others)}); "
                 "give the state store a file of its own"
             )
             raise StoreError(msg)
-        if tables:
-            columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(actor_state)"))
-            if columns != _COLUMNS:
-                msg = f"its table actor_state has the columns {columns}, not {_COLUMNS}"
+        for table in tables:  # actor_parts is missing from a store made before it existed
+            # The name is one of _COLUMNS' keys, never outside text.
+            columns = tuple(row[1] for row in connection.execute(f"PRAGMA table_info({table})"))
+            if columns != _COLUMNS[table]:
+                msg = f"its table {table} has the columns {columns}, not {_COLUMNS[table]}"
                 raise StoreError(msg)
     finally:
         connection.close()
@@ -158,6 +179,25 @@ class SqliteBackend:
                 chunk,
             )
             found.update((key, (version, blob)) for key, version, blob in rows)
+        return [found.get(key) for key in keys]
+
+    def load_many_with_parts(self, keys: Sequence[str]) -> list[Loaded | None]:
+        """(version, blob, parts) or None per key, in order; one statement per chunk, so
+        that a key's blob and parts are read as of one moment."""
+        found: dict[str, Loaded] = {}
+        for start in range(0, len(keys), _LOAD_CHUNK):
+            chunk = keys[start : start + _LOAD_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self._reader.execute(
+                "SELECT s.key, s.version, s.blob, p.part, p.blob FROM actor_state AS s "
+                f"LEFT JOIN actor_parts AS p ON p.key = s.key WHERE s.key IN ({marks}) "
+                "ORDER BY p.seq",
+                chunk,
+            )
+            for key, version, blob, part, part_blob in rows:
+                parts = found.setdefault(key, (version, blob, {}))[2]
+                if part is not None:
+                    parts[part] = part_blob
         return [found.get(key) for key in keys]
 
     def commit(self, writes: Sequence[Write], now: float) -> list[int | Conflict]:
@@ -209,7 +249,27 @@ class SqliteBackend:
         if landed < len(writes):
             self._writer.execute("ROLLBACK")
             return None
+        self._write_parts(writes)
         return [1 if write.expected is None else write.expected + 1 for write in writes]
+
+    def _write_parts(self, writes: Sequence[Write]) -> None:
+        """The part changes of `writes`, whose blobs all landed in the open transaction."""
+        written = [
+            (write.key, name, blob)
+            for write in writes
+            if write.changes is not None
+            for name, blob in write.changes.written
+        ]
+        removed = [
+            (write.key, name)
+            for write in writes
+            if write.changes is not None
+            for name in write.changes.removed
+        ]
+        if written:
+            self._writer.executemany(_WRITE_PART, written)
+        if removed:
+            self._writer.executemany(_REMOVE_PART, removed)
 
     def _apply(self, write: Write, now: float) -> int | Conflict:
         connection = self._writer
@@ -220,6 +280,7 @@ class SqliteBackend:
             cursor = connection.execute(_UPDATE, (write.blob, now, write.key, write.expected))
             new_version = write.expected + 1
         if cursor.rowcount == 1:
+            self._write_parts([write])
             return new_version
         row = connection.execute(
             "SELECT version FROM actor_state WHERE key = ?", (write.key,)
@@ -228,7 +289,7 @@ class SqliteBackend:
 
     def delete_session(self, session: str) -> int:
         """Delete every key of `session`."""
-        return self._delete("DELETE FROM actor_state WHERE session = ?", session)
+        return self._delete(" WHERE session = ?", session)
 
     def touch(self, keys: Sequence[str], now: float) -> None:
         """Set the `used_at` of each of `keys` that is stored to `now`."""
@@ -242,7 +303,7 @@ class SqliteBackend:
 
     def sweep(self, cutoff: float) -> int:
         """Delete every key last written or used before `cutoff`."""
-        return self._delete("DELETE FROM actor_state WHERE updated_at < ?", cutoff)
+        return self._delete(" WHERE updated_at < ?", cutoff)
 
     def entries(self, session: str | None, tenant: str | None) -> list[tuple[str, int, int, float]]:
         """(key, version, size, used at) of `session`'s keys, or `tenant`'s, or all."""
@@ -252,19 +313,29 @@ class SqliteBackend:
         with self._maintenance() as connection:
             return list(
                 connection.execute(
-                    "SELECT key, version, length(blob), updated_at FROM actor_state"
-                    f"{where} ORDER BY key",
+                    "SELECT key, version, length(blob) + coalesce((SELECT sum(length(p.blob)) "
+                    "FROM actor_parts AS p WHERE p.key = actor_state.key), 0), updated_at "
+                    f"FROM actor_state{where} ORDER BY key",
                     arguments,
                 )
             )
 
     def delete(self, key: str) -> bool:
         """Delete one key; whether it was stored."""
-        return self._delete("DELETE FROM actor_state WHERE key = ?", key) == 1
+        return self._delete(" WHERE key = ?", key) == 1
 
-    def _delete(self, statement: str, argument: str | float) -> int:
+    def _delete(self, where: str, argument: str | float) -> int:
+        """Delete the keys `where` picks, with their parts, in one transaction; how many."""
         with self._maintenance() as connection:
-            return connection.execute(statement, (argument,)).rowcount
+            connection.execute("BEGIN IMMEDIATE")  # nothing to roll back if this fails
+            try:
+                connection.execute(_PARTS_OF_DOOMED.format(where), (argument,))
+                count = connection.execute(f"DELETE FROM actor_state{where}", (argument,)).rowcount
+                connection.execute("COMMIT")
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            return count
 
     @contextlib.contextmanager
     def _maintenance(self) -> Iterator[sqlite3.Connection]:
