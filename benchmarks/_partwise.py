@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from ._suite import Sizes
 
 __all__ = [
+    "PART",
     "PARTWISE",
     "STORE_BYTES",
     "VARIANTS",
