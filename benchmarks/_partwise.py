@@ -13,18 +13,19 @@ the machine touches both alike.
 Per add, for each size and variant:
 
 * **bytes written** — how much ``write_bytes`` in the server's
-  ``/proc/<pid>/io`` grew over the batch, divided by its adds: the WAL's
-  frames and the checkpoints that copy them into the database file, all of
-  the process's threads. Linux counts a write when it dirties a page of the
-  page cache (in whole pages or larger folios, so a small write counts at
-  least a page), and nothing on a tmpfs, which has no disk under it: the
-  databases go to the temporary directory, which must be on a disk;
+  ``/proc/<pid>/io`` grew over a batch, divided by its adds, and averaged
+  over the rounds: the WAL's frames and the checkpoints that copy them into
+  the database file (every so many adds), all of the process's threads.
+  Linux counts a write when it dirties a page of the page cache (in whole
+  pages or larger folios, so a small write counts at least a page), and
+  nothing on a tmpfs, which has no disk under it: the folder the databases
+  go to (the scenario's temporary directory) must be on a disk;
 * **time** — each add's round trip, client side: p50 and p90 of each round.
 
 Each is also given as a ratio to the same add into the empty store of the
-same variant, round by round. The issue's target (at most 2x at 1 MiB and at
-8 MiB) is judged for the part-wise variant only; the whole-state variant is
-the "before" column, which grows with the store.
+same variant (the times paired round by round). The issue's target (at most
+2x at 1 MiB and at 8 MiB) is judged for the part-wise variant only; the
+whole-state variant is the "before" column, which grows with the store.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ __all__ = [
 ]
 
 NAME: Final = "durable"
-PART: Final = "part-wise writes"
+PART: Final = "served adds"
 WHOLE_STATE: Final = "whole-state"
 PARTWISE: Final = "part-wise"
 VARIANTS: Final = {
@@ -241,12 +242,15 @@ async def partwise_writes(sizes: Sizes, directory: Path, progress: Progress) -> 
 def partwise_notes(part: PartwiseWrites, sizes: Sizes) -> list[str]:
     """What the figures are, and what they are not."""
     notes = [
-        f"{PART}: per store size (empty, 1 MiB, 8 MiB of {ITEM_BYTES // 1024} KiB items) and "
-        f"variant ({', '.join(VARIANTS)}), an actors serve --state sqlite:///... process over "
-        f"stdio, driven by the SDK client; {sizes.rounds} interleaved rounds of "
-        f"{sizes.durable_partwise_adds} adds each, one caller; bytes written = the growth of the "
-        "server's write_bytes (/proc/<pid>/io: WAL frames and checkpoints, counted per page "
-        "dirtied) per add",
+        f"{PART}: a {NOTE_BYTES // 1024} KiB add_content (a new item each) to a store empty, "
+        f"of 1 MiB and of 8 MiB ({ITEM_BYTES // 1024} KiB items, filled beforehand), written "
+        f"{' and '.join(VARIANTS)}: each an actors serve --state sqlite:///... process over "
+        f"stdio driven by the SDK client; {sizes.rounds} interleaved rounds of "
+        f"{sizes.durable_partwise_adds} adds each, one caller",
+        f"{PART}: KiB written per add = the growth of the server's write_bytes (/proc/<pid>/io: "
+        "WAL frames and checkpoints, counted per page dirtied) over all rounds' adds, the mean "
+        "(SQLite checkpoints every so many adds); the ratios to the empty store are judged for "
+        f"{PARTWISE} only ({WHOLE_STATE} is the before)",
     ]
     if whole_state_content_store is partwise_content_store:
         notes.append(
@@ -282,7 +286,7 @@ def _written_figures(
     if server is not empty:
         baseline = _mean(empty.written)
         ratio = _mean(server.written) / baseline if baseline > 0 else math.nan
-        name = f"{PART}: bytes written / the empty store's, {where}"
+        name = f"{PART}: bytes written / empty store's, {where}"
         figures.append(figure(NAME, name, ratio, "x", judged))
     return figures
 
@@ -303,7 +307,7 @@ def _time_figures(
     ]
     if batches is not empty:
         paired = [v / e for v, e in zip(p50, _milliseconds(empty, 0.5), strict=True)]
-        name = f"{PART}: p50 / the empty store's, {where}"
+        name = f"{PART}: p50 / empty store's, {where}"
         figures.append(figure(NAME, name, Stats.of(paired), "x", judged))
     return figures
 
@@ -311,7 +315,6 @@ def _time_figures(
 def partwise_figures(part: PartwiseWrites) -> list[Figure]:
     """KiB written and ms per add for each size and variant, and their ratios to the empty store."""
     servers = {server.name: server for server in part.servers}
-    add = f"a {NOTE_BYTES // 1024} KiB add_content"
     figures = []
     for variant in VARIANTS:
         # The issue's target is for part-wise writes; whole-state is the "before" column.
@@ -319,7 +322,7 @@ def partwise_figures(part: PartwiseWrites) -> list[Figure]:
         empty = servers[_server_name(variant, 0)]
         for size in STORE_BYTES:
             server = servers[_server_name(variant, size)]
-            where = f"{variant}, {add} to the {store_label(size)} store"
+            where = f"{variant}, {store_label(size)} store"
             if part.bytes_counted:
                 figures += _written_figures(server, empty, where, judged)
             batches = part.results[server.name][ADDS]

@@ -374,9 +374,7 @@ class TestPartwiseWrites:
 
         def named(what: str, variant: str, size: int) -> Figure:
             store = partwise.store_label(size)
-            return found[
-                f"{partwise.PART}: {what}, {variant}, a 1 KiB add_content to the {store} store"
-            ]
+            return found[f"{partwise.PART}: {what}, {variant}, {store} store"]
 
         for variant in partwise.VARIANTS:
             for size in partwise.STORE_BYTES:
@@ -384,7 +382,7 @@ class TestPartwiseWrites:
                 assert 0 < p50.value <= p90.value
                 assert p50.rounds == tiny.rounds
                 if size:
-                    ratio = named("p50 / the empty store's", variant, size)
+                    ratio = named("p50 / empty store's", variant, size)
                     assert ratio.value > 0
                     assert ratio.target == ("≤ 2x" if variant == partwise.PARTWISE else None)
         if sys.platform != "linux" or on_tmpfs(tmp_path):
@@ -398,10 +396,10 @@ class TestPartwiseWrites:
         assert named(written, whole, 8 * 2**20).value >= 8 * 1024 > named(written, whole, 0).value
         assert named(written, whole, 2**20).value >= 1024
         for variant, target in ((whole, None), (partwise.PARTWISE, "≤ 2x")):
-            ratio = named("bytes written / the empty store's", variant, 2**20)
+            ratio = named("bytes written / empty store's", variant, 2**20)
             assert ratio.value > 0
             assert ratio.target == target
-        assert named("bytes written / the empty store's", whole, 8 * 2**20).value > 1
+        assert named("bytes written / empty store's", whole, 8 * 2**20).value > 1
 
 
 @attrs.define
