@@ -25,6 +25,9 @@ The parts:
   stores the whole state. Also the first call after a restart, which loads
   the 1 MiB state (the search index is left for the first search), and the
   first search after a restart, which loads it and builds the index.
+* **part-wise writes** — the same 1 KiB add over ``actors serve --state sqlite:///…``
+  to an empty, a 1 MiB and an 8 MiB store, written whole and part-wise: the
+  bytes the server process writes and the time, in `benchmarks._partwise`;
 * **peer** — FastMCP 4's session state over stdio, in `benchmarks._fastmcp_peer`.
 """
 
@@ -64,7 +67,9 @@ from ._measure import (
     ratios,
     throughputs,
 )
+from ._partwise import run_partwise
 from ._report import Figure, ScenarioResult, Target, figure
+from ._texts import prose
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -430,21 +435,6 @@ def _reactivation_figures(
 # ---- large state ---------------------------------------------------------------------
 
 
-def _text(seed: str, size: int) -> str:
-    """About `size` bytes of word-like ASCII text in lines, the same for the same seed."""
-    draw = random.Random(seed)
-    vocabulary = [
-        "".join(draw.choices("etaoinshrdlucmfwyp", k=draw.randint(2, 9))) for _ in range(3000)
-    ]
-    words: list[str] = []
-    length = 0
-    while length < size:
-        word = draw.choice(vocabulary)
-        words.append(word + ("\n" if len(words) % 12 == 11 else " "))
-        length += len(word) + 1
-    return "".join(words)[:size]
-
-
 @attrs.define(eq=False)
 class _Adds:
     """A design's 1 KiB adds to its full (key index 0) or its empty (index 1) content store."""
@@ -471,7 +461,7 @@ class _Adds:
         return result
 
 
-_NOTE: Final = _text("note", NOTE_BYTES)
+_NOTE: Final = prose("note", NOTE_BYTES)
 
 
 @final
@@ -501,7 +491,7 @@ async def _reload(store: StateStore, tool: str = LIST_CONTENTS, **arguments: Any
 
 async def _large_state(sizes: Sizes, directory: Path, progress: Progress) -> _LargeState:
     items = max(1, sizes.durable_large_bytes // ITEM_BYTES)
-    fill = [_text(f"item-{n}", ITEM_BYTES) for n in range(items)]
+    fill = [prose(f"item-{n}", ITEM_BYTES) for n in range(items)]
     query = " ".join(fill[0].split()[:2])  # words that occur: the search has hits to quote
     writes = sizes.durable_large_writes
     phases = [Phase(FULL, (0,) * writes, 1), Phase(EMPTY, (1,) * writes, 1)]
@@ -573,21 +563,26 @@ def _large_state_figures(part: _LargeState, sizes: Sizes) -> list[Figure]:
 # ---- the scenario ---------------------------------------------------------------------
 
 
-async def _measure(sizes: Sizes, directory: Path, progress: Progress) -> list[Figure]:
+async def _measure(
+    sizes: Sizes, directory: Path, progress: Progress
+) -> tuple[list[Figure], list[str]]:
     call_path = await _call_path(sizes, directory, progress)
     reactivations, contenders = await _reactivation(sizes, directory, progress)
     large = await _large_state(sizes, directory, progress)
-    return [
+    partwise_figures, partwise_notes = await run_partwise(sizes, directory, progress)
+    figures = [
         *_call_path_figures(call_path, sizes),
         *_reactivation_figures(reactivations, contenders, sizes),
         *_large_state_figures(large, sizes),
+        *partwise_figures,
     ]
+    return figures, partwise_notes
 
 
 def run_durable(sizes: Sizes, progress: Progress) -> ScenarioResult:
-    """Measure the durable call path, reactivation, a large state, and the FastMCP peer."""
+    """Measure the durable call path, reactivation, a large state, part-wise writes, the peer."""
     with tempfile.TemporaryDirectory(prefix="mcp-actors-durable-") as directory:
-        figures = trio.run(_measure, sizes, Path(directory), progress)
+        figures, partwise_notes = trio.run(_measure, sizes, Path(directory), progress)
     peer_figures, peer_notes = run_fastmcp_peer(sizes, progress)
     notes = (
         f"designs: {MEMORY} (no store), {MEMORY_STORE} (the durable path without I/O), "
@@ -599,6 +594,7 @@ def run_durable(sizes: Sizes, progress: Progress) -> ScenarioResult:
         f"until all have, then reads every key once; {MEMORY} starts empty states instead",
         "large state: every write stores the whole state, so a 1 KiB add to a full store writes "
         "all of it; the first call after a restart parses it, and the first search indexes it",
+        *partwise_notes,
         *peer_notes,
     )
     return ScenarioResult(NAME, tuple(figures + peer_figures), notes)

@@ -111,6 +111,8 @@ class Sizes:
     """durable: bytes of content in the large state."""
     durable_large_writes: int
     """durable: 1 KiB adds per batch to the large state (and to an empty one)."""
+    durable_partwise_adds: int
+    """durable: 1 KiB adds per round to each served store (empty, 1 MiB, 8 MiB; each variant)."""
     fastmcp_install: bool
     """durable: install FastMCP into its cache venv when missing (needs the package index)."""
     fastmcp_rounds: int
@@ -191,6 +193,7 @@ TINY: Final = Sizes(
     durable_reactivation_keys=50,
     durable_large_bytes=64 * 1024,
     durable_large_writes=3,
+    durable_partwise_adds=2,
     fastmcp_install=False,
     fastmcp_rounds=1,
     fastmcp_sessions=5,
@@ -249,6 +252,7 @@ QUICK: Final = Sizes(
     durable_reactivation_keys=2_000,
     durable_large_bytes=1024 * 1024,
     durable_large_writes=10,
+    durable_partwise_adds=5,
     fastmcp_install=True,
     fastmcp_rounds=5,
     fastmcp_sessions=100,
@@ -307,6 +311,7 @@ FULL: Final = Sizes(
     durable_reactivation_keys=10_000,
     durable_large_bytes=1024 * 1024,
     durable_large_writes=20,
+    durable_partwise_adds=10,
     fastmcp_install=True,
     fastmcp_rounds=5,
     fastmcp_sessions=100,

@@ -19,7 +19,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -32,6 +33,7 @@ from benchmarks import _fastmcp_peer as fastmcp_peer
 from benchmarks import _mcp_peer as mcp_peer
 from benchmarks import _observer as observer
 from benchmarks import _over_http as over_http
+from benchmarks import _partwise as partwise
 from benchmarks.__main__ import main
 from benchmarks._baselines import HandlersDirect, bench_module
 from benchmarks._designs import FLOOR
@@ -40,9 +42,6 @@ from benchmarks._measure import Batch, Stats, drive, percentile
 from benchmarks._over_mcp import run_over_mcp
 from benchmarks._peers import run_peers
 from benchmarks._report import INSTALL_HINT
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 # The SDK client's SSE reader (the mcp scenario's FastMCP peer over HTTP) leaves httpx2's
 # response generators unexhausted when a session closes: client-side noise.
@@ -354,6 +353,53 @@ class TestDurable:
             assert await missing_writes(store, ["a", "b"], [3, 1]) == 1
             await store.delete_session("b")
             assert await missing_writes(store, ["a", "b"], [2, 1]) == 1
+
+
+def on_tmpfs(path: Path) -> bool:
+    """Whether `path` is on a tmpfs: the type of the deepest mount point above it."""
+    mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+    resolved = path.resolve()
+    deepest = max((m for m in mounts if resolved.is_relative_to(m[1])), key=lambda m: len(m[1]))
+    return deepest[2] == "tmpfs"
+
+
+class TestPartwiseWrites:
+    async def test_a_tiny_run_measures_each_store_and_variant(self, tmp_path: Path) -> None:
+        """KiB written and ms per add for each store and variant; the ratios to the empty store
+        judged for part-wise only; a whole-state add writes at least the whole state."""
+        tiny = PRESETS["tiny"]
+        part = await partwise.partwise_writes(tiny, tmp_path, lambda _line: None)
+        found = {f.name: f for f in partwise.partwise_figures(part)}
+        assert found[f"{partwise.PART}: failed adds"].value == 0
+
+        def named(what: str, variant: str, size: int) -> Figure:
+            store = partwise.store_label(size)
+            return found[f"{partwise.PART}: {what}, {variant}, {store} store"]
+
+        for variant in partwise.VARIANTS:
+            for size in partwise.STORE_BYTES:
+                p50, p90 = named("p50 per add", variant, size), named("p90 per add", variant, size)
+                assert 0 < p50.value <= p90.value
+                assert p50.rounds == tiny.rounds
+                if size:
+                    ratio = named("p50 / empty store's", variant, size)
+                    assert ratio.value > 0
+                    assert ratio.target == ("≤ 2x" if variant == partwise.PARTWISE else None)
+        if sys.platform != "linux" or on_tmpfs(tmp_path):
+            pytest.skip("the kernel counts no write to a tmpfs, nor without /proc")
+        assert part.bytes_counted
+        for variant in partwise.VARIANTS:
+            for size in partwise.STORE_BYTES:
+                assert named("KiB written per add", variant, size).value > 0
+        whole, written = partwise.WHOLE_STATE, "KiB written per add"
+        # A whole-state add writes at least the whole state.
+        assert named(written, whole, 8 * 2**20).value >= 8 * 1024 > named(written, whole, 0).value
+        assert named(written, whole, 2**20).value >= 1024
+        for variant, target in ((whole, None), (partwise.PARTWISE, "≤ 2x")):
+            ratio = named("bytes written / empty store's", variant, 2**20)
+            assert ratio.value > 0
+            assert ratio.target == target
+        assert named("bytes written / empty store's", whole, 8 * 2**20).value > 1
 
 
 @attrs.define
