@@ -43,7 +43,6 @@ import attrs
 
 from ._measure import Batch, Phase, Results, Stats, drive, interleave
 from ._report import Figure, Target, figure
-from ._stores import partwise_content_store, whole_state_content_store
 from ._texts import prose
 
 if TYPE_CHECKING:
@@ -252,11 +251,6 @@ def partwise_notes(part: PartwiseWrites, sizes: Sizes) -> list[str]:
         "(SQLite checkpoints every so many adds); the ratios to the empty store are judged for "
         f"{PARTWISE} only ({WHOLE_STATE} is the before)",
     ]
-    if whole_state_content_store is partwise_content_store:
-        notes.append(
-            f"{PART}: both variants serve the same module (benchmarks/_stores.py): part-wise "
-            "state is not built yet, so both columns are today's whole-state write"
-        )
     if not part.bytes_counted:
         notes.append(
             f"{PART}: no bytes-written figures: the kernel counted no write while the stores "

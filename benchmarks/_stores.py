@@ -11,24 +11,23 @@ two variants differ in nothing but how their state is written:
   ships, its items stored as parts, so that a call writes only the items it
   created, changed or removed under the store's header.
 
-Until part-wise state exists, both are `actors.modules.content_store`, and the
-two columns measure the same thing; once it does, `whole_state_content_store`
-is built with parts off.
+`whole_state_content_store` is the built-in module built with
+``partwise=False``: same tools, same limits, its state written whole.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from actors.modules import content_store
+from actors.modules import ContentLimits, content_store, content_store_with
 
 if TYPE_CHECKING:
     from actors import ToolModule
     from actors.modules import ContentStoreState
 
-__all__ = ["partwise_content_store", "whole_state_content_store"]
-
-whole_state_content_store: Final[ToolModule[ContentStoreState]] = content_store
+whole_state_content_store: Final[ToolModule[ContentStoreState]] = content_store_with(
+    ContentLimits(), partwise=False
+)
 """The content store, its whole state written at every changing call."""
 
 partwise_content_store: Final[ToolModule[ContentStoreState]] = content_store

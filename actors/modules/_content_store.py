@@ -620,12 +620,17 @@ def _stored_form(limits: ContentLimits) -> cattrs.Converter:
     return converter
 
 
-def content_store_with(limits: ContentLimits) -> ToolModule[ContentStoreState]:
+def content_store_with(
+    limits: ContentLimits, *, partwise: bool = True
+) -> ToolModule[ContentStoreState]:
     """A ``content_store`` module whose stores keep to `limits`.
 
     ``content_store`` is the one with the default limits; a host that wants
     others serves ``content_store_with(ContentLimits(max_store_bytes=...))``
-    instead (both are named ``content_store``).
+    instead (both are named ``content_store``). `partwise` stores each item as
+    a part of its own (see `Durable`), so that an add writes the item, not the
+    store; ``False`` writes the whole store at every change, which only a
+    comparison wants (the benchmarks measure the two side by side).
     """
 
     def new_store(_context: ToolContext) -> ContentStoreState:
@@ -643,7 +648,7 @@ def content_store_with(limits: ContentLimits) -> ToolModule[ContentStoreState]:
             schema=_SCHEMA,
             converter=_stored_form(limits),
             migrations={1: _with_line_counts, 2: _keyed_by_id},
-            parts=("items",),
+            parts=("items",) if partwise else (),
         ),
     )
     adds: dict[str, Any] = {"destructive": False, "open_world": False}
