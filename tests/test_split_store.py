@@ -14,6 +14,8 @@ import psycopg
 import pytest
 import trio
 
+from actors._argparse import with_environment
+from actors.server._cli import parser
 from actors.store import SplitStore, StoreError, check_store_url, open_split_store, open_store
 from actors.store._base import encode_key
 from protocol import ActorKey, ToolContext, shard_for
@@ -249,3 +251,16 @@ class TestUrls:
     def test_a_libpq_multi_host_url_is_one_url(self) -> None:
         """Commas belong to the URL (libpq's several hosts): nothing splits on them."""
         assert check_store_url(["postgresql://h1:5432,h2:5432/a"]) == "postgresql"
+
+    def test_the_command_line_replaces_the_environments_urls(self) -> None:
+        """One --state wins over MCP_ACTORS_STATE, as for any option that does not repeat."""
+        environ = {"MCP_ACTORS_STATE": "postgresql://h/a postgresql://h/b"}
+        cli = with_environment(parser(), environ)
+        assert cli.parse_args([]).state == ("postgresql://h/a", "postgresql://h/b")
+        assert cli.parse_args(["--state", "sqlite:///x.db"]).state == ("sqlite:///x.db",)
+        given = ["--state", "postgresql://h/c", "--state", "postgresql://h/d"]
+        assert cli.parse_args(given).state == ("postgresql://h/c", "postgresql://h/d")
+
+    def test_a_sqlite_path_with_spaces_in_the_environment_is_one_url(self) -> None:
+        cli = with_environment(parser(), {"MCP_ACTORS_STATE": "sqlite:///my state.db"})
+        assert cli.parse_args([]).state == ("sqlite:///my state.db",)
