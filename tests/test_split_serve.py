@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -26,6 +27,7 @@ from ._postgres import (  # noqa: F401  (fixtures)
     fresh_postgres_urls_fixture,
     postgres_server_fixture,
 )
+from .test_docs_examples import shell_lines
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -64,13 +66,23 @@ async def run(
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
+def page_serve_arguments(urls: list[str]) -> list[str]:
+    """The arguments of the durable-state guide's ``mcp-actors serve`` line, its URLs
+    replaced by `urls`, in order."""
+    (line,) = shell_lines("guides/durable-state.md", "mcp-actors serve")
+    argv = shlex.split(line)[2:]
+    assert argv[::2] == ["--state"] * len(urls), line
+    return [arg for url in urls for arg in ("--state", url)]
+
+
 async def test_each_sessions_state_survives_a_restart_in_its_own_partition(
     fresh_postgres_urls: Callable[[int], list[str]],
 ) -> None:
-    """Goals made through one server are listed by the next, each session's alone, and
-    each session's keys sit in the one partition its hash picks."""
+    """Goals made through one server (the durable-state guide's command line) are listed by
+    the next, each session's alone, and each session's keys sit in the one partition its
+    hash picks."""
     urls = fresh_postgres_urls(2)
-    state = ("--state", urls[0], "--state", urls[1])
+    state = page_serve_arguments(urls)
     with trio.fail_after(_GUARD):
         async with stdio_session(*state) as client:
             for session in SESSIONS:

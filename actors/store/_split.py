@@ -49,7 +49,7 @@ class SplitStore:
 
     def partition_of(self, session_id: str) -> StateStore:
         """The partition that holds `session_id`'s keys."""
-        return self.partitions[shard_for(session_id, self._ids)]
+        return self.partitions[_placed(session_id, self._ids)]
 
     async def load(self, key: ActorKey) -> Stored | None:
         """The key's stored state, from its session's partition."""
@@ -67,7 +67,7 @@ class SplitStore:
         """Mark `keys` as used now, each partition's keys in one call to it."""
         grouped: dict[str, list[ActorKey]] = {}
         for key in keys:
-            grouped.setdefault(shard_for(key.context.session_id, self._ids), []).append(key)
+            grouped.setdefault(_placed(key.context.session_id, self._ids), []).append(key)
         await _each(
             [functools.partial(self.partitions[pid].touch, its) for pid, its in grouped.items()]
         )
@@ -98,6 +98,11 @@ class SplitStore:
 
     def _of(self, key: ActorKey) -> StateStore:
         return self.partition_of(key.context.session_id)
+
+
+@functools.lru_cache(maxsize=4096)  # a session is placed at every save: hash it once
+def _placed(session_id: str, ids: tuple[str, ...]) -> str:
+    return shard_for(session_id, ids)
 
 
 ResultT = TypeVar("ResultT")
