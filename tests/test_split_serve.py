@@ -28,6 +28,7 @@ from ._postgres import (  # noqa: F401  (fixtures)
     postgres_server_fixture,
 )
 from .test_docs_examples import shell_lines
+from .test_split_store import spread_sessions
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -117,31 +118,32 @@ async def test_state_tooling_spans_the_partitions(
     MCP_ACTORS_STATE; one partition alone is refused."""
     urls = fresh_postgres_urls(2)
     async with open_store(urls) as store:
-        for session in SESSIONS:
+        sessions = spread_sessions(store, "desk-", 3)
+        for session in sessions:
             await store.save(ActorKey("planning", ToolContext(session)), b'{"n":1}', None)
     state = ("--state", urls[0], "--state", urls[1])
 
     code, out, err = await run(STATE, "list", "--all", "--json", *state)
     assert code == 0, err
-    assert [line["key"]["session"] for line in map(json.loads, out.splitlines())] == SESSIONS
+    assert [line["key"]["session"] for line in map(json.loads, out.splitlines())] == sessions
     assert all(sessions_held(url) for url in urls)
 
     code, out, err = await run(
-        STATE, "show", "--session", SESSIONS[3], "--module", "planning", *state
+        STATE, "show", "--session", sessions[3], "--module", "planning", *state
     )
     assert code == 0, err
     assert json.loads(out)["stored"] == {"n": 1}
 
-    code, _, err = await run(STATE, "delete", "--session", SESSIONS[3], *state)
+    code, _, err = await run(STATE, "delete", "--session", sessions[3], *state)
     assert code == 0, err
-    assert SESSIONS[3] not in sessions_held(urls[0]) | sessions_held(urls[1])
+    assert sessions[3] not in sessions_held(urls[0]) | sessions_held(urls[1])
 
     code, out, err = await run(
         STATE, "list", "--all", "--json", env={"MCP_ACTORS_STATE": f"{urls[0]} {urls[1]}"}
     )
     assert code == 0, err
     assert [line["key"]["session"] for line in map(json.loads, out.splitlines())] == [
-        session for session in SESSIONS if session != SESSIONS[3]
+        session for session in sessions if session != sessions[3]
     ]
 
     code, _, err = await run(STATE, "list", "--all", "--state", urls[1])

@@ -8,6 +8,7 @@ where each key really is.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -27,9 +28,11 @@ from ._postgres import (  # noqa: F401  (fixtures)
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from actors.store import StateStore
+
+    from ._postgres import PostgresServer
 
 
 def key(session: str, module: str = "planning") -> ActorKey:
@@ -53,6 +56,21 @@ def partition_ids(url: str) -> tuple[str, list[str]]:
     return row[0], row[1]
 
 
+def spread_sessions(store: StateStore, prefix: str, each: int) -> list[str]:
+    """`each` sessions named `prefix`N in every partition of the split `store`, sorted: the
+    ids are random, so fixed names could all land in one partition."""
+    assert isinstance(store, SplitStore)
+    chosen: dict[int, list[str]] = {id(its): [] for its in store.partitions.values()}
+    for number in itertools.count():
+        name = f"{prefix}{number}"
+        sessions = chosen[id(store.partition_of(name))]
+        if len(sessions) < each:
+            sessions.append(name)
+        if all(len(sessions) == each for sessions in chosen.values()):
+            return sorted(name for sessions in chosen.values() for name in sessions)
+    raise AssertionError("unreachable")
+
+
 async def save_sessions(store: StateStore, count: int) -> list[ActorKey]:
     keys = [key(f"s{index}", module) for index in range(count) for module in ("a", "b")]
     for each in keys:
@@ -60,12 +78,26 @@ async def save_sessions(store: StateStore, count: int) -> list[ActorKey]:
     return keys
 
 
+@pytest.fixture(scope="module")
+def contract_split(postgres_server: PostgresServer) -> Iterator[tuple[str, ...]]:
+    """Two databases for the contract's cases, made once: emptying them is cheaper."""
+    names = [postgres_server.create_database() for _ in range(2)]
+    yield tuple(postgres_server.url(name) for name in names)
+    for name in names:
+        postgres_server.drop_database(name)
+
+
 class TestSplitStoreContract(test_store.TestContract):
     """Every case of the stores' contract (tests/test_store.py), over two partitions."""
 
     @pytest.fixture
-    def store_url(self, fresh_postgres_urls: Callable[[int], list[str]]) -> tuple[str, ...]:  # type: ignore[override]
-        return tuple(fresh_postgres_urls(2))
+    def store_url(self, contract_split: tuple[str, ...]) -> tuple[str, ...]:  # type: ignore[override]
+        """The split, recorded by the first case and empty for each."""
+        for url in contract_split:
+            with psycopg.connect(url, autocommit=True) as connection:
+                if connection.execute("SELECT to_regclass('actor_state')").fetchone() != (None,):
+                    connection.execute("DELETE FROM actor_state")
+        return contract_split
 
 
 class TestPlacement:
@@ -113,8 +145,8 @@ class TestPlacement:
         self, fresh_postgres_urls: Callable[[int], list[str]]
     ) -> None:
         urls = fresh_postgres_urls(2)
-        sessions = [f"acme/{index}" for index in range(12)]
         async with open_store(urls) as store:
+            sessions = spread_sessions(store, "acme/", 3)
             for session in [*sessions, "other"]:
                 await store.save(key(session), b"x", None)
             listed = await store.entries(tenant="acme")

@@ -136,18 +136,10 @@ def _check(cli: argparse.ArgumentParser, args: argparse.Namespace, options: Serv
             "--state: a cluster needs a store every shard shares, postgresql://… "
             "(or sqlite:///path, with every shard on this machine)"
         )
-    if not isinstance(options.state_url, str):
-        cli.error("--state: a cluster takes one store URL; a store split by session is serve's")
     if args.address is not None and args.num_cpus is not None:
         cli.error("--num-cpus sizes a local Ray instance: not with --address")
     if args.join and args.address is None:
         cli.error("--join serves a cluster that runs already: give its Ray's --address")
-
-
-def _one_url(options: ServeOptions) -> str:
-    """The one store URL `_check` let through."""
-    assert isinstance(options.state_url, str)
-    return options.state_url
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors cluster") -> int:
@@ -317,7 +309,7 @@ async def _shards(
     opening = open_cluster(
         specs,
         shards=shards,
-        state=_one_url(options),
+        state=options.state_url,
         config=options.runtime,
         name=name,
         metrics=metrics is not None,

@@ -560,8 +560,9 @@ def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> No
         action=StateUrls,
         type=state_urls,
         help=(
-            "(required) the store every shard shares: postgresql://USER@HOST/DB, or "
-            "sqlite:///PATH with every shard on this machine"
+            "(required) the store every shard shares: postgresql://USER@HOST/DB (repeated, "
+            "a store split by session over those databases), or sqlite:///PATH with every "
+            "shard on this machine"
             if cluster
             else "where durable state (planning, playbooks, content) is kept: sqlite:///PATH, "
             "postgresql://USER@HOST/DB, or memory (lost on exit); repeated with PostgreSQL "
