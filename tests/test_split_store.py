@@ -289,10 +289,10 @@ class TestUrls:
         environ = {"MCP_ACTORS_STATE": "postgresql://h/a postgresql://h/b"}
         cli = with_environment(parser(), environ)
         assert cli.parse_args([]).state == ("postgresql://h/a", "postgresql://h/b")
-        assert cli.parse_args(["--state", "sqlite:///x.db"]).state == ("sqlite:///x.db",)
+        assert cli.parse_args(["--state", "sqlite:///x.db"]).state == "sqlite:///x.db"
         given = ["--state", "postgresql://h/c", "--state", "postgresql://h/d"]
         assert cli.parse_args(given).state == ("postgresql://h/c", "postgresql://h/d")
 
     def test_a_sqlite_path_with_spaces_in_the_environment_is_one_url(self) -> None:
         cli = with_environment(parser(), {"MCP_ACTORS_STATE": "sqlite:///my state.db"})
-        assert cli.parse_args([]).state == ("sqlite:///my state.db",)
+        assert cli.parse_args([]).state == "sqlite:///my state.db"

@@ -24,7 +24,7 @@ from protocol import ContextPolicy
 
 from .._argparse import ENVIRONMENT_PREFIX, Parser, with_environment
 from ..store import StoreError
-from ..store._option import StateUrls, chosen_state, state_urls
+from ..store._option import StateUrls, state_urls
 from ._logs import LOG_FORMATS, LibraryLines, LogFormat, log_handler
 from ._oauth import ASYMMETRIC_ALGORITHMS, TENANT_NAME, OAuthSettings
 from ._ops import leaves
@@ -750,7 +750,7 @@ def _options(args: argparse.Namespace) -> ServeOptions:
         max_stored_event_bytes=args.max_stored_event_bytes,
         session_id_prefix=args.session_id_prefix,
         max_in_flight=args.max_in_flight,
-        state=chosen_state(args.state),
+        state=args.state,
         max_request_bytes=args.max_request_bytes,
         metrics=args.metrics is not None,
         metrics_address=None if args.metrics in (None, _ON_THE_HTTP_LISTENER) else args.metrics,

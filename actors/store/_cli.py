@@ -76,7 +76,7 @@ from .._argparse import Parser, with_environment
 from .._module import _check_name
 from ._base import PartChanges, StoreError, VersionConflict
 from ._open import check_store_url, default_state_url, open_store
-from ._option import StateUrls, chosen_state, state_urls
+from ._option import StateUrls, state_urls
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -261,8 +261,7 @@ def main(argv: Sequence[str] | None = None, prog: str = _PROG) -> int:
     """Run ``state`` with the arguments `argv`; returns the process exit code."""
     cli = parser(prog)
     args = cli.parse_args(argv)
-    given = chosen_state(args.state)
-    url = default_state_url() if given is None else given
+    url: str | tuple[str, ...] = default_state_url() if args.state is None else args.state
     try:
         kind = check_store_url(url)
     except ValueError as exc:

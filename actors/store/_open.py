@@ -138,11 +138,15 @@ def _lone_postgres_backend(url: str) -> Backend:
     """The backend of `url` as a store of its own, which a split's partition is not."""
     _needs_psycopg()
     from ._partitions import check_not_partition
-
-    check_not_partition(url)
     from ._postgres import PostgresBackend
 
-    return PostgresBackend(url)
+    backend = PostgresBackend(url)  # first: an unreachable server is its error, as ever
+    try:
+        check_not_partition(url)
+    except BaseException:
+        backend.close()
+        raise
+    return backend
 
 
 @asynccontextmanager

@@ -16,22 +16,23 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["StateUrls", "chosen_state", "state_urls"]
+__all__ = ["StateUrls", "state_urls"]
 
 _POSTGRESQL = ("postgresql://", "postgres://")
 
 
-def state_urls(text: str) -> tuple[str, ...]:
+def state_urls(text: str) -> str | tuple[str, ...]:
     """The URLs in one value: several if it is PostgreSQL URLs separated by spaces, else one."""
     pieces = text.split()
     if len(pieces) > 1 and all(piece.startswith(_POSTGRESQL) for piece in pieces):
         return tuple(pieces)
-    return (text,)
+    return text
 
 
 class StateUrls(argparse.Action):
-    """Gathers each ``--state`` (given through `state_urls`) into one tuple; the first one
-    on the command line replaces the environment's default."""
+    """Gathers each ``--state`` (given through `state_urls`): one URL stays a string, as
+    `actors.store.open_store` takes it, several make a tuple. The first one on the command
+    line replaces the environment's default."""
 
     def __call__(
         self,
@@ -42,14 +43,13 @@ class StateUrls(argparse.Action):
     ) -> None:
         """Add `values` to the URLs the command line gave before."""
         given = getattr(namespace, self.dest, None)
-        if given is self.default or not isinstance(given, tuple):
-            given = ()
-        assert isinstance(values, tuple)  # the option's type is `state_urls`
-        setattr(namespace, self.dest, (*given, *values))
+        before = () if given is self.default or given is None else _urls(given)
+        urls = (*before, *_urls(values))
+        setattr(namespace, self.dest, urls[0] if len(urls) == 1 else urls)
 
 
-def chosen_state(given: tuple[str, ...] | None) -> str | tuple[str, ...] | None:
-    """What `StateUrls` gathered, as `actors.store.open_store` takes it: one URL as itself."""
-    if given is not None and len(given) == 1:
-        return given[0]
-    return given
+def _urls(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    assert isinstance(value, tuple)  # what `state_urls` makes
+    return value

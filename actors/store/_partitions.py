@@ -107,7 +107,7 @@ class _Found:
     def recorded_url(self, pid: str) -> str:
         """Where partition `pid` was when this database's split was recorded."""
         assert self.split is not None
-        return self.urls[self.split.index(pid)] if pid in self.split else "?"
+        return self.urls[self.split.index(pid)]
 
 
 def _partition_ids(urls: tuple[str, ...], record: bool) -> list[str]:
