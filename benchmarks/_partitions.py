@@ -35,14 +35,13 @@ from actors import RuntimeConfig, open_runtime
 from actors.store import open_store
 
 from ._designs import key_names
-from ._durable import ADD, NAME, NONE_TARGET, missing_writes, tally_module
-from ._measure import Batch, Phase, Stats, drive, interleave, ratios, throughputs
+from ._durable import NAME, NONE_TARGET, _Writes, missing_writes, tally_module
+from ._measure import Batch, Phase, Stats, interleave, ratios, throughputs
 from ._report import Figure, figure
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
-    from actors import Runtime
     from actors.store import StateStore
 
     from ._measure import Progress, Results
@@ -63,30 +62,23 @@ SERVERS: Final = max(len(layout) for _, layout in LAYOUTS)
 
 
 @final
-@attrs.define(eq=False)
+@attrs.frozen
 class _Writer:
-    """A design's writes: acknowledged ones per session, failures, this process's CPU."""
+    """A design's writes (the call path's `tally` adds), and this process's CPU per batch."""
 
-    name: str
-    runtime: Runtime
+    writes: _Writes
     store: StateStore
-    names: Sequence[str]
-    acknowledged: list[int]
-    failures: int = 0
+
+    @property
+    def name(self) -> str:
+        """The design."""
+        return self.writes.name
 
     async def batch(self, keys: Sequence[int], callers: int) -> Batch:
         """See `benchmarks._measure.Contender.batch`; with this process's CPU time."""
         cpu = time.process_time()
-        batch = await drive(self._call, keys, callers)
+        batch = await self.writes.batch(keys, callers)
         return attrs.evolve(batch, cpu=time.process_time() - cpu)
-
-    async def _call(self, index: int) -> object:
-        result = await self.runtime.call_tool(ADD, {"__sessionId": self.names[index]})
-        if result.is_error:  # a write that failed was not acknowledged
-            self.failures += 1
-        else:
-            self.acknowledged[index] += 1
-        return result
 
 
 def run_partitions(sizes: Sizes, progress: Progress) -> tuple[list[Figure], tuple[str, ...]]:
@@ -130,7 +122,9 @@ async def _measure(
         results = await interleave(
             writers, lambda _round: phases, sizes.rounds, progress, f"{NAME}: partitions"
         )
-        missing = {w.name: await missing_writes(w.store, names, w.acknowledged) for w in writers}
+        missing = {
+            w.name: await missing_writes(w.store, names, w.writes.acknowledged) for w in writers
+        }
     return results, writers, missing
 
 
@@ -145,7 +139,8 @@ async def _writers(
             runtime = await stack.enter_async_context(
                 open_runtime([tally_module()], RuntimeConfig(), store=store)
             )
-            writers.append(_Writer(name, runtime, store, names, [0] * len(names)))
+            writes = _Writes(name, runtime, names, None, [0] * len(names))
+            writers.append(_Writer(writes, store))
         yield writers
 
 
@@ -168,7 +163,11 @@ def _figures(
         )
     for writer in writers:
         failed = figure(
-            NAME, f"partitions: {writer.name} failed writes", writer.failures, "", NONE_TARGET
+            NAME,
+            f"partitions: {writer.name} failed writes",
+            writer.writes.failures,
+            "",
+            NONE_TARGET,
         )
         lost = figure(
             NAME,

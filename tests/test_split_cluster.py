@@ -20,20 +20,13 @@ ray = pytest.importorskip("ray")
 
 from actors.cluster import open_cluster  # noqa: E402  (needs ray)
 
+from .test_cluster import _ray  # noqa: E402, F401  (the module's Ray, a fixture)
+
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
 SESSIONS = [f"s{n}" for n in range(8)]
 PLANNING = ["actors.modules:planning"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _ray() -> Iterator[None]:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 def call(tool: str, session: str, **arguments: Any) -> dict[str, Any]:
