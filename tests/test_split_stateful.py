@@ -12,7 +12,6 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
-import psycopg
 import pytest
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
@@ -25,6 +24,7 @@ from ._postgres import (  # noqa: F401  (fixtures)
     postgres_server_fixture,
 )
 from .test_durable_stateful import DurableBuiltinsMachine
+from .test_split_store import empty_partitions
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -38,19 +38,12 @@ if TYPE_CHECKING:
 _SETTINGS: Final = harness.machine_settings(max_examples=25, stateful_step_count=8)
 
 
-def _emptied(urls: list[str]) -> None:
-    for url in urls:
-        with psycopg.connect(url, autocommit=True) as connection:
-            if connection.execute("SELECT to_regclass('actor_state')").fetchone() != (None,):
-                connection.execute("DELETE FROM actor_state")
-
-
 def _machine(
     urls: list[str], open_store_in: Callable[[Path], AbstractAsyncContextManager[StateStore]]
 ) -> type[DurableBuiltinsMachine]:
     class SplitMachine(DurableBuiltinsMachine):
         def __init__(self) -> None:
-            _emptied(urls)
+            empty_partitions(urls)
             super().__init__()
 
     SplitMachine.open_store_in = staticmethod(open_store_in)  # type: ignore[method-assign]

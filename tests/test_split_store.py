@@ -8,12 +8,14 @@ where each key really is.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 import trio
+from psycopg import sql
 
 from actors._argparse import with_environment
 from actors.server._cli import parser
@@ -21,14 +23,14 @@ from actors.store import SplitStore, StoreError, check_store_url, open_split_sto
 from actors.store._base import encode_key
 from protocol import ActorKey, ToolContext, shard_for
 
-from . import test_store
+from . import test_partwise, test_store
 from ._postgres import (  # noqa: F401  (fixtures)
     fresh_postgres_urls_fixture,
     postgres_server_fixture,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     from actors.store import StateStore
 
@@ -87,17 +89,29 @@ def contract_split(postgres_server: PostgresServer) -> Iterator[tuple[str, ...]]
         postgres_server.drop_database(name)
 
 
+def empty_partitions(urls: Iterable[str]) -> None:
+    """Delete every key's state and parts from the partitions `urls`; the split stays."""
+    with contextlib.ExitStack() as stack:
+        for url in urls:
+            connection = stack.enter_context(psycopg.connect(url, autocommit=True))
+            for table in ("actor_state", "actor_parts"):
+                if connection.execute("SELECT to_regclass(%s)", (table,)).fetchone() != (None,):
+                    connection.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(table)))
+
+
+@pytest.fixture
+def store_url(contract_split: tuple[str, ...]) -> tuple[str, ...]:
+    """The contract's split, recorded by the first case and empty for each."""
+    empty_partitions(contract_split)
+    return contract_split
+
+
 class TestSplitStoreContract(test_store.TestContract):
     """Every case of the stores' contract (tests/test_store.py), over two partitions."""
 
-    @pytest.fixture
-    def store_url(self, contract_split: tuple[str, ...]) -> tuple[str, ...]:  # type: ignore[override]
-        """The split, recorded by the first case and empty for each."""
-        for url in contract_split:
-            with psycopg.connect(url, autocommit=True) as connection:
-                if connection.execute("SELECT to_regclass('actor_state')").fetchone() != (None,):
-                    connection.execute("DELETE FROM actor_state")
-        return contract_split
+
+class TestSplitStoreParts(test_partwise.TestStoreParts):
+    """Every case of the parts' contract (tests/test_partwise.py), over two partitions."""
 
 
 class TestPlacement:

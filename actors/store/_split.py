@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from protocol import ActorKey
 
-    from ._base import StateStore, Stored, StoredEntry
+    from ._base import PartChanges, StateStore, Stored, StoredEntry
 
 __all__ = ["SplitStore"]
 
@@ -51,13 +51,21 @@ class SplitStore:
         """The partition that holds `session_id`'s keys."""
         return self.partitions[_placed(session_id, self._ids)]
 
-    async def load(self, key: ActorKey) -> Stored | None:
-        """The key's stored state, from its session's partition."""
-        return await self._of(key).load(key)
+    async def load(self, key: ActorKey, *, parts: bool = False) -> Stored | None:
+        """The key's stored state (with its parts if `parts`), from its session's partition."""
+        return await self._of(key).load(key, parts=parts)
 
-    async def save(self, key: ActorKey, blob: bytes, expected: int | None) -> int:
-        """Write `blob` to the key's session's partition if it holds version `expected`."""
-        return await self._of(key).save(key, blob, expected)
+    async def save(
+        self,
+        key: ActorKey,
+        blob: bytes,
+        expected: int | None,
+        *,
+        changes: PartChanges | None = None,
+    ) -> int:
+        """Write `blob` (and `changes` to the key's parts) to the key's session's partition if
+        it holds version `expected`."""
+        return await self._of(key).save(key, blob, expected, changes=changes)
 
     async def delete_session(self, session_id: str) -> int:
         """Delete every key of `session_id` (all in its partition)."""
