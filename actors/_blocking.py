@@ -27,7 +27,15 @@ from ._runtime import _sole_cause, open_runtime
 from .store import open_store
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+    from collections.abc import (
+        AsyncIterator,
+        Awaitable,
+        Callable,
+        Iterable,
+        Iterator,
+        Mapping,
+        Sequence,
+    )
     from contextlib import AbstractAsyncContextManager
 
     from protocol import Caller, CallResult
@@ -49,7 +57,7 @@ T = TypeVar("T")
 async def open_hosted_runtime(
     modules: Iterable[ToolModule[Any]],
     config: RuntimeConfig | None,
-    state: str | None,
+    state: str | Sequence[str] | None,
     observer: Observer | None = None,
 ) -> AsyncIterator[Runtime]:
     """`open_runtime` over the store that `state` names (`open_store`), if any.
@@ -186,7 +194,7 @@ def open_blocking_runtime(
     modules: Iterable[ToolModule[Any]],
     config: RuntimeConfig | None = None,
     *,
-    state: str | None = None,
+    state: str | Sequence[str] | None = None,
     observer: Observer | None = None,
 ) -> Iterator[BlockingRuntime]:
     """Run a runtime serving `modules` in a trio thread for the length of the block.

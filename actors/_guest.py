@@ -75,7 +75,7 @@ from ._blocking import open_hosted_runtime, raise_run_error
 from ._errors import RuntimeCallError, RuntimeClosedError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 
     import outcome
 
@@ -453,7 +453,7 @@ async def open_asyncio_runtime(
     modules: Iterable[ToolModule[Any]],
     config: RuntimeConfig | None = None,
     *,
-    state: str | None = None,
+    state: str | Sequence[str] | None = None,
     observer: Observer | None = None,
 ) -> AsyncIterator[AsyncioRuntime]:
     """Run a runtime serving `modules` on the running asyncio loop, for the length of the block.

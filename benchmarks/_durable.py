@@ -586,6 +586,10 @@ def run_durable(sizes: Sizes, progress: Progress) -> ScenarioResult:
     """Measure the durable call path, reactivation, a large state, part-wise writes, the peer."""
     with tempfile.TemporaryDirectory(prefix="mcp-actors-durable-") as directory:
         figures, partwise_notes = trio.run(_measure, sizes, Path(directory), progress)
+    # Imported here: the partitions' part builds on this module's tally.
+    from ._partitions import run_partitions
+
+    partition_figures, partition_notes = run_partitions(sizes, progress)
     peer_figures, peer_notes = run_fastmcp_peer(sizes, progress)
     notes = (
         f"designs: {MEMORY} (no store), {MEMORY_STORE} (the durable path without I/O), "
@@ -599,6 +603,7 @@ def run_durable(sizes: Sizes, progress: Progress) -> ScenarioResult:
         "that item and the header; the first call after a restart loads and parses every item, "
         "and the first search indexes them",
         *partwise_notes,
+        *partition_notes,
         *peer_notes,
     )
-    return ScenarioResult(NAME, tuple(figures + peer_figures), notes)
+    return ScenarioResult(NAME, tuple(figures + partition_figures + peer_figures), notes)

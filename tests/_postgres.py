@@ -16,7 +16,7 @@ did. Without PostgreSQL the tests that need it are skipped, or fail when the
 
 A test module imports the fixtures it uses (pytest finds them by the names
 given in ``@pytest.fixture(name=...)``: ``postgres_server``, ``postgres_url``,
-``fresh_postgres_url``); the functions have other names so that a test's
+``fresh_postgres_url``, ``fresh_postgres_urls``); the functions have other names so that a test's
 parameter does not shadow the import::
 
     from ._postgres import fresh_postgres_url_fixture  # noqa: F401  (a fixture)
@@ -42,13 +42,14 @@ import pytest
 from psycopg import sql
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 __all__ = [
     "PostgresServer",
     "ServerCommandError",
     "free_port",
     "fresh_postgres_url_fixture",
+    "fresh_postgres_urls_fixture",
     "postgres_server_fixture",
     "postgres_url_fixture",
 ]
@@ -258,3 +259,21 @@ def fresh_postgres_url_fixture(postgres_server: PostgresServer) -> Iterator[str]
     name = postgres_server.create_database()
     yield postgres_server.url(name)
     postgres_server.drop_database(name)
+
+
+@pytest.fixture(name="fresh_postgres_urls")
+def fresh_postgres_urls_fixture(
+    postgres_server: PostgresServer,
+) -> Iterator[Callable[[int], list[str]]]:
+    """Makes new, empty databases for one test (``make(n)``: the URLs of n more), dropped
+    after it."""
+    names: list[str] = []
+
+    def make(count: int) -> list[str]:
+        made = [postgres_server.create_database() for _ in range(count)]
+        names.extend(made)
+        return [postgres_server.url(name) for name in made]
+
+    yield make
+    for name in names:
+        postgres_server.drop_database(name)

@@ -40,6 +40,7 @@ from benchmarks._designs import FLOOR
 from benchmarks._durable import NOTE_BYTES, missing_writes, tally_module
 from benchmarks._measure import Batch, Stats, drive, percentile
 from benchmarks._over_mcp import run_over_mcp
+from benchmarks._partitions import LAYOUTS as PARTITION_LAYOUTS
 from benchmarks._peers import run_peers
 from benchmarks._report import INSTALL_HINT
 
@@ -315,10 +316,24 @@ class TestDurable:
         counters = {
             name: f.value
             for name, f in durable_figures(report).items()
-            if any(kind in name for kind in kinds)
+            if any(kind in name for kind in kinds) and not name.startswith("partitions: ")
         }
         assert len(counters) == 7  # 2 durable designs x 3 kinds, and the large state's failures
         assert counters == dict.fromkeys(counters, 0)
+
+    def test_partitions_are_measured_and_lose_no_write(self, report: Report) -> None:
+        """Writes/s over 1, 2 and 4 PostgreSQL partitions, on one server and a server each;
+        no write failed or went missing in any."""
+        partitions = {n: f for n, f in durable_figures(report).items() if n.startswith("parti")}
+        if not partitions and not os.environ.get("CI"):
+            pytest.skip("PostgreSQL is not installed: the partitions part was skipped")
+        tiny = PRESETS["tiny"]
+        where = f"{tiny.durable_callers} callers on {tiny.durable_keys} sessions"
+        for design, _ in PARTITION_LAYOUTS:
+            assert partitions[f"partitions: acknowledged writes/s, {design}, {where}"].value > 0
+        kinds = ("failed writes", "missing from the store")
+        counters = [f.value for n, f in partitions.items() if any(k in n for k in kinds)]
+        assert counters == [0] * 2 * len(PARTITION_LAYOUTS)
 
     def test_commits_are_counted(self, report: Report) -> None:
         """With one caller every commit carries one row; with many, at least one."""

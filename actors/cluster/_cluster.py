@@ -183,7 +183,7 @@ class Directory:
         self,
         modules: Sequence[str],
         config: RuntimeConfig | None,
-        state: str,
+        state: str | Sequence[str],
         metrics: bool,
         membership: Membership,
     ) -> None:
@@ -199,7 +199,9 @@ class Directory:
         """The committed membership and the pending one (None outside a handover)."""
         return self._committed, self._pending
 
-    def description(self) -> tuple[tuple[str, ...], RuntimeConfig | None, str, bool]:
+    def description(
+        self,
+    ) -> tuple[tuple[str, ...], RuntimeConfig | None, str | Sequence[str], bool]:
         """The module specs, runtime settings, store and metrics switch every shard runs with."""
         return self._modules, self._config, self._state, self._metrics
 
@@ -733,7 +735,7 @@ def _start_shard(
     shard: str,
     modules: Sequence[str],
     config: RuntimeConfig | None,
-    state: str,
+    state: str | Sequence[str],
     metrics: bool,
 ) -> Any:
     named = shard_class().options(name=f"{cluster}/{shard}", namespace=NAMESPACE)
@@ -752,7 +754,7 @@ def open_cluster(
     modules: Sequence[str],
     *,
     shards: int,
-    state: str,
+    state: str | Sequence[str],
     config: RuntimeConfig | None = None,
     name: str | None = None,
     metrics: bool = False,
@@ -762,7 +764,8 @@ def open_cluster(
     `modules` are specs, ``package.module:attribute`` (``actors.modules:planning``),
     imported here and in every shard. Ray must be initialized (``ray.init``).
     `state` is the store every shard shares (PostgreSQL, for shards on several
-    machines). `name` names the cluster's Ray actors, for front ends in other
+    machines; several PostgreSQL URLs for a store split by session,
+    `actors.store.open_split_store`). `name` names the cluster's Ray actors, for front ends in other
     processes (`connect_cluster`); a fresh one by default. With `metrics`, each
     shard keeps Prometheus metrics of its runtime (`Cluster.metric_families`;
     needs the ``metrics`` extra). Raises ValueError
@@ -810,7 +813,7 @@ def connect_cluster(name: str) -> Cluster:
         raise ValueError(msg) from None
     description: Any = ray.get(directory.description.remote())
     modules, config, _, _ = cast(
-        "tuple[tuple[str, ...], RuntimeConfig | None, str, bool]", description
+        "tuple[tuple[str, ...], RuntimeConfig | None, str | Sequence[str], bool]", description
     )
     committed, _ = ray.get(directory.memberships.remote())
     return Cluster(name, Registry(map(load_module, modules)), config, directory, committed)

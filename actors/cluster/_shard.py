@@ -134,7 +134,7 @@ class ShardHost:
         namespace: str,
         modules: Sequence[str],
         config: RuntimeConfig | None,
-        state: str,
+        state: str | Sequence[str],
         metrics: bool,
     ) -> None:
         self._name = name

@@ -24,6 +24,7 @@ from protocol import ContextPolicy
 
 from .._argparse import ENVIRONMENT_PREFIX, Parser, with_environment
 from ..store import StoreError
+from ..store._option import StateUrls, state_urls
 from ._logs import LOG_FORMATS, LibraryLines, LogFormat, log_handler
 from ._oauth import ASYMMETRIC_ALGORITHMS, TENANT_NAME, OAuthSettings
 from ._ops import leaves
@@ -556,12 +557,16 @@ def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> No
     group.add_argument(
         "--state",
         metavar="URL",
+        action=StateUrls,
+        type=state_urls,
         help=(
-            "(required) the store every shard shares: postgresql://USER@HOST/DB, or "
-            "sqlite:///PATH with every shard on this machine"
+            "(required) the store every shard shares: postgresql://USER@HOST/DB (repeated, "
+            "a store split by session over those databases), or sqlite:///PATH with every "
+            "shard on this machine"
             if cluster
             else "where durable state (planning, playbooks, content) is kept: sqlite:///PATH, "
-            "postgresql://USER@HOST/DB, or memory (lost on exit); default: "
+            "postgresql://USER@HOST/DB, or memory (lost on exit); repeated with PostgreSQL "
+            "URLs, a store split by session over those databases; default: "
             "$XDG_STATE_HOME/mcp-actors/state.db (~/.local/state/...), printed at startup"
         ),
     )

@@ -121,8 +121,9 @@ class ServeOptions:
     """Bytes the SSE events kept for resuming dropped HTTP streams may take, all together."""
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     """Stdio requests read ahead of their replies; past it, no more are read."""
-    state: str | None = None
-    """Where durable state is kept (`actors.store.open_store` URL); None: `default_state_url`."""
+    state: str | tuple[str, ...] | None = None
+    """Where durable state is kept (`actors.store.open_store` URL, or several PostgreSQL URLs
+    for a store split by session); None: `default_state_url`."""
     metrics: bool = False
     """Serve Prometheus metrics at ``/metrics`` (the ``metrics`` extra)."""
     session: str | None = None
@@ -299,7 +300,7 @@ class ServeOptions:
             raise ConfigurationError(msg) from None
 
     @property
-    def state_url(self) -> str:
+    def state_url(self) -> str | tuple[str, ...]:
         """The store to open: `state`, or the SQLite file in the user's state directory."""
         return default_state_url() if self.state is None else self.state
 

@@ -45,6 +45,9 @@ acting for one tenant never sees another's state by leaving an option out.
 tenant-wide delete. Ids are data: ``%``, ``_`` or quotes match themselves.
 The store is opened as it is: a missing SQLite file is an error, never a new
 empty store (a typo in a path must not look like a store with nothing in it).
+Several ``--state`` PostgreSQL URLs name a store split by session (see
+`actors.store.open_split_store`): each command spans its partitions, and a
+split not recorded in them is an error too.
 
 A running server holds the state of its live keys in memory and writes it
 back after each changing call. Repair a key whose session is not live: stop
@@ -73,6 +76,7 @@ from .._argparse import Parser, with_environment
 from .._module import _check_name
 from ._base import PartChanges, StoreError, VersionConflict
 from ._open import check_store_url, default_state_url, open_store
+from ._option import StateUrls, state_urls
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -177,13 +181,21 @@ def parser(prog: str = _PROG) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     state_help = (
-        "the store: sqlite:///PATH or postgresql://USER@HOST/DB (default: the file serve "
-        "uses by default, $XDG_STATE_HOME/mcp-actors/state.db)"
+        "the store: sqlite:///PATH or postgresql://USER@HOST/DB, repeated for each partition "
+        "of a store split by session (default: the file serve uses by default, "
+        "$XDG_STATE_HOME/mcp-actors/state.db)"
     )
-    cli.add_argument("--state", metavar="URL", help=state_help)
+    cli.add_argument("--state", metavar="URL", action=StateUrls, type=state_urls, help=state_help)
     # Also accepted after the command; SUPPRESS keeps a value given before it.
     common = Parser(add_help=False, with_version=False)
-    common.add_argument("--state", metavar="URL", default=argparse.SUPPRESS, help=state_help)
+    common.add_argument(
+        "--state",
+        metavar="URL",
+        action=StateUrls,
+        type=state_urls,
+        default=argparse.SUPPRESS,
+        help=state_help,
+    )
     commands = cli.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     listing = commands.add_parser(
@@ -249,7 +261,7 @@ def main(argv: Sequence[str] | None = None, prog: str = _PROG) -> int:
     """Run ``state`` with the arguments `argv`; returns the process exit code."""
     cli = parser(prog)
     args = cli.parse_args(argv)
-    url: str = default_state_url() if args.state is None else args.state
+    url: str | tuple[str, ...] = default_state_url() if args.state is None else args.state
     try:
         kind = check_store_url(url)
     except ValueError as exc:
@@ -329,7 +341,10 @@ class _Output:
 
 
 async def _with_store(
-    out: _Output, url: str, default: bool, work: Callable[[StateStore], Awaitable[int]]
+    out: _Output,
+    url: str | tuple[str, ...],
+    default: bool,
+    work: Callable[[StateStore], Awaitable[int]],
 ) -> int:
     """Open the store as it is (nothing made), run `work` on it; exit 1 if the store fails."""
     try:

@@ -15,12 +15,12 @@ from ._batched import open_batched
 from ._memory import MemoryStore
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Sequence
 
     from ._base import StateStore
     from ._batched import Backend
 
-__all__ = ["Creation", "check_store_url", "default_state_url", "open_store"]
+__all__ = ["Creation", "check_store_url", "default_state_url", "open_split_store", "open_store"]
 
 _FORMS = "'memory', 'sqlite:///path/to/state.db' or 'postgresql://user@host/db'"
 
@@ -31,7 +31,9 @@ missing file is an error), the file in an existing folder, or the folders too.""
 
 
 @asynccontextmanager
-async def open_store(url: str, *, create: Creation = "file") -> AsyncIterator[StateStore]:
+async def open_store(
+    url: str | Sequence[str], *, create: Creation = "file"
+) -> AsyncIterator[StateStore]:
     """Open the store `url` names until the block ends.
 
     ``memory``; ``sqlite:///relative.db`` or ``sqlite:////absolute.db`` (a
@@ -41,15 +43,25 @@ async def open_store(url: str, *, create: Creation = "file") -> AsyncIterator[St
     extra). Raises ValueError for a URL of no known form and StoreError for a
     store that cannot be opened (missing or unwritable path, not a database,
     server unreachable), before the block starts.
+
+    Several PostgreSQL URLs open one store split by session over them (see
+    `open_split_store`); with `create` ``"nothing"``, only a split already
+    recorded. A sequence of one URL is that URL.
     """
     kind = check_store_url(url)
+    if not isinstance(url, str):
+        if len(url) > 1:
+            async with open_split_store(url, record=create != "nothing") as split:
+                yield split
+            return
+        (url,) = url
     if kind == "memory":
         yield MemoryStore()
         return
     if kind == "sqlite":
         backend = await trio.to_thread.run_sync(_sqlite_backend, url, create)
     else:
-        backend = await trio.to_thread.run_sync(_postgres_backend, url)
+        backend = await trio.to_thread.run_sync(_lone_postgres_backend, url)
     async with open_batched(backend) as store:
         yield store
 
@@ -60,8 +72,14 @@ def default_state_url() -> str:
     return f"sqlite:///{Path(base, 'mcp-actors', 'state.db').absolute()}"
 
 
-def check_store_url(url: str) -> str:
-    """The kind of store `url` names (memory, sqlite, postgresql); ValueError if none."""
+def check_store_url(url: str | Sequence[str]) -> str:
+    """The kind of store `url` names (memory, sqlite, postgresql); ValueError if none.
+
+    Of a sequence, the kind of its one URL, or ``postgresql`` for a split store:
+    several URLs must all be PostgreSQL ones, none given twice.
+    """
+    if not isinstance(url, str):
+        return _check_split_urls(url)
     if url == "memory":
         return "memory"
     scheme = urllib.parse.urlsplit(url).scheme
@@ -72,6 +90,31 @@ def check_store_url(url: str) -> str:
         return "postgresql"
     msg = f"unknown state store URL {url!r}; expected {_FORMS}"
     raise ValueError(msg)
+
+
+def _check_split_urls(urls: Sequence[str]) -> str:
+    if not urls:
+        msg = f"no state store URL given; expected {_FORMS}"
+        raise ValueError(msg)
+    kinds = [check_store_url(url) for url in urls]
+    if len(urls) == 1:
+        return kinds[0]
+    for position, (url, kind) in enumerate(zip(urls, kinds, strict=True), start=1):
+        if kind != "postgresql":
+            shown = url if kind == "memory" else f"the SQLite store {url!r}"
+            msg = (
+                f"several URLs split the state by session over PostgreSQL databases, but "
+                f"URL {position} is {shown}; give one URL, or only postgresql:// ones"
+            )
+            raise ValueError(msg)
+        if url in urls[: position - 1]:
+            # By position: the URL may hold a password.
+            msg = (
+                f"URL {position} repeats URL {urls.index(url) + 1}; each partition of a "
+                "split store is a database of its own"
+            )
+            raise ValueError(msg)
+    return "postgresql"
 
 
 def _sqlite_path(url: str) -> Path:
@@ -91,10 +134,39 @@ def _sqlite_backend(url: str, create: Creation) -> Backend:
     return SqliteBackend(_sqlite_path(url), create=create)
 
 
-def _postgres_backend(url: str) -> Backend:
+def _lone_postgres_backend(url: str) -> Backend:
+    """The backend of `url` as a store of its own, which a split's partition is not."""
+    _needs_psycopg()
+    from ._partitions import check_not_partition
+    from ._postgres import PostgresBackend
+
+    backend = PostgresBackend(url)  # first: an unreachable server is its error, as ever
     try:
-        from ._postgres import PostgresBackend
+        check_not_partition(url)
+    except BaseException:
+        backend.close()
+        raise
+    return backend
+
+
+@asynccontextmanager
+async def open_split_store(
+    urls: Sequence[str], *, record: bool = True
+) -> AsyncIterator[StateStore]:
+    """The store split by session over the PostgreSQL databases `urls` names, until the block
+    ends (`actors.store.SplitStore`): fresh databases are recorded as one split unless
+    `record` is false; recorded ones must be given all, in any order. StoreError (naming
+    what differs and what to do) for any other list, before the block starts."""
+    _needs_psycopg()
+    from ._partitions import open_split
+
+    async with open_split(urls, record=record) as store:
+        yield store
+
+
+def _needs_psycopg() -> None:
+    try:
+        import psycopg  # noqa: F401
     except ImportError as exc:
         msg = f"a PostgreSQL store needs psycopg: pip install 'mcp-actors[postgres]' ({exc})"
         raise StoreError(msg) from None
-    return PostgresBackend(url)

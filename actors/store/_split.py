@@ -1,0 +1,129 @@
+"""A state store split by session: `SplitStore`, a front over partitions, each a whole store.
+
+Each session's keys, in every module, live in exactly one partition: the one
+that rendezvous hashing (`protocol.shard_for`, the hash cluster placement
+uses) picks among the partitions' ids. Each call goes to the partition of its
+key's session; what spans sessions (touch, sweep, listing) goes to every
+partition concerned at once, and each partition keeps its own group commit.
+Opening, and recording which databases make a split, is `_partitions`.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+from typing import TYPE_CHECKING, TypeVar, final
+
+import attrs
+import trio
+
+from protocol import shard_for
+
+from ._base import encode_key
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+
+    from protocol import ActorKey
+
+    from ._base import PartChanges, StateStore, Stored, StoredEntry
+
+__all__ = ["SplitStore"]
+
+
+@final
+@attrs.frozen
+class SplitStore:
+    """A `StateStore` over partitions, each session's keys in one of them. Open with
+    `open_split_store` (or `open_store` with several URLs)."""
+
+    partitions: Mapping[str, StateStore]
+    """Each partition's store by its recorded id."""
+    url: str
+    """The partitions' URLs (no passwords), for logs and errors."""
+    _ids: tuple[str, ...] = attrs.field(init=False)
+
+    @_ids.default
+    def _sorted_ids(self) -> tuple[str, ...]:
+        return tuple(sorted(self.partitions))
+
+    def partition_of(self, session_id: str) -> StateStore:
+        """The partition that holds `session_id`'s keys."""
+        return self.partitions[_placed(session_id, self._ids)]
+
+    async def load(self, key: ActorKey, *, parts: bool = False) -> Stored | None:
+        """The key's stored state (with its parts if `parts`), from its session's partition."""
+        return await self._of(key).load(key, parts=parts)
+
+    async def save(
+        self,
+        key: ActorKey,
+        blob: bytes,
+        expected: int | None,
+        *,
+        changes: PartChanges | None = None,
+    ) -> int:
+        """Write `blob` (and `changes` to the key's parts) to the key's session's partition if
+        it holds version `expected`."""
+        return await self._of(key).save(key, blob, expected, changes=changes)
+
+    async def delete_session(self, session_id: str) -> int:
+        """Delete every key of `session_id` (all in its partition)."""
+        return await self.partition_of(session_id).delete_session(session_id)
+
+    async def touch(self, keys: Collection[ActorKey]) -> None:
+        """Mark `keys` as used now, each partition's keys in one call to it."""
+        grouped: dict[str, list[ActorKey]] = {}
+        for key in keys:
+            grouped.setdefault(_placed(key.context.session_id, self._ids), []).append(key)
+        await _each(
+            [functools.partial(self.partitions[pid].touch, its) for pid, its in grouped.items()]
+        )
+
+    async def sweep(self, retention: float) -> int:
+        """Sweep every partition; how many keys they deleted together."""
+        counts = await _each(
+            [functools.partial(store.sweep, retention) for store in self.partitions.values()]
+        )
+        return sum(counts)
+
+    async def entries(
+        self, *, session: str | None = None, tenant: str | None = None
+    ) -> list[StoredEntry]:
+        """What is stored for `session` (its partition), or for `tenant` or everything (every
+        partition), in key order as one store lists it."""
+        if session is not None:
+            return await self.partition_of(session).entries(session=session)
+        listings = await _each(
+            [functools.partial(store.entries, tenant=tenant) for store in self.partitions.values()]
+        )
+        # A single store orders by the encoded key's bytes (UTF-8, so code points).
+        return list(heapq.merge(*listings, key=lambda entry: encode_key(entry.key)))
+
+    async def delete(self, key: ActorKey) -> bool:
+        """Delete one key from its session's partition; whether it was stored."""
+        return await self._of(key).delete(key)
+
+    def _of(self, key: ActorKey) -> StateStore:
+        return self.partition_of(key.context.session_id)
+
+
+@functools.lru_cache(maxsize=4096)  # a session is placed at every save: hash it once
+def _placed(session_id: str, ids: tuple[str, ...]) -> str:
+    return shard_for(session_id, ids)
+
+
+ResultT = TypeVar("ResultT")
+
+
+async def _each(calls: Sequence[Callable[[], Awaitable[ResultT]]]) -> list[ResultT]:
+    """Run `calls` side by side; their results in order (the first failure fails them all)."""
+    results: list[ResultT | None] = [None] * len(calls)
+
+    async def run(index: int) -> None:
+        results[index] = await calls[index]()
+
+    async with trio.open_nursery() as nursery:
+        for index in range(len(calls)):
+            nursery.start_soon(run, index)
+    return results  # type: ignore[return-value]  # every slot is filled once the nursery ends
