@@ -97,6 +97,37 @@ class StateLoadError(Exception):
     """A stored state could not be read back; the stored blob is kept as it is."""
 
 
+_NOT_STORED: Final = object()
+"""What `changes` compares a part with when the stored one cannot be trusted: no part is it."""
+_MAX_PART_ID: Final = 1024  # characters; a part's name is stored and indexed beside its key
+
+
+def _order_changed(then: Mapping[str, object], now: Mapping[str, object]) -> bool:
+    """Whether the parts in both `then` and `now` are in another order in `now`."""
+    if not then:
+        return False
+    return [k for k in then if k in now] != [k for k in now if k in then]
+
+
+def _check_part_id(field: str, part_id: object) -> None:
+    """ValueError unless `part_id` is text the stores can take as part of a name."""
+    problem = None
+    if not isinstance(part_id, str):
+        problem = f"is a {type(part_id).__name__}, not a str"
+    elif not 0 < len(part_id) <= _MAX_PART_ID:
+        problem = f"has {len(part_id)} characters; 1 to {_MAX_PART_ID} are stored"
+    elif "\x00" in part_id:
+        problem = "holds a NUL character"
+    else:
+        try:
+            part_id.encode()
+        except UnicodeEncodeError:
+            problem = "is not valid Unicode (a lone surrogate)"
+    if problem is not None:
+        msg = f"the part id {part_id!r} of {field} {problem}"
+        raise ValueError(msg)
+
+
 def _parsed(blob: bytes, key: ActorKey) -> Any:
     try:
         return json.loads(blob)
@@ -146,27 +177,33 @@ def _part_types(state_type: type, parts: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _resolved(kind: type) -> type:
-    """`kind` with its fields' types resolved from their annotations' text."""
-    return attrs.resolve_types(kind)
+    """`kind` with its fields' types resolved from their annotations' text (TypeError if
+    an annotation names something not found)."""
+    try:
+        return attrs.resolve_types(kind)
+    except NameError as exc:
+        msg = f"the annotations of {kind.__name__} cannot be resolved: {exc}"
+        raise TypeError(msg) from None
 
 
-def _changeable(kind: Any) -> str | None:
-    """Why values of type `kind` could change in place; None when they cannot."""
+def _changeable(kind: Any, seen: frozenset[type] = frozenset()) -> str | None:
+    """Why values of type `kind` could change in place; None when they cannot (`seen`: the
+    attrs classes being checked further up, so that a recursive type ends)."""
+    if kind in seen:
+        return None  # checked further up, where its other fields are
     origin = typing.get_origin(kind)
     if kind in _IMMUTABLE or (isinstance(kind, type) and issubclass(kind, enum.Enum)):
         return None
     if origin is Literal:
         return None
     if origin in (typing.Union, types.UnionType, tuple, frozenset):
-        return next(
-            (why for arg in typing.get_args(kind) if arg is not ... if (why := _changeable(arg))),
-            None,
-        )
+        args = (arg for arg in typing.get_args(kind) if arg is not ...)
+        return next((why for arg in args if (why := _changeable(arg, seen))), None)
     if isinstance(kind, type) and attrs.has(kind):
         if kind.__setattr__ is not _FROZEN_SETATTR:
             return f"{kind.__name__} is not a frozen attrs class"
         for field in attrs.fields(_resolved(kind)):
-            why = _changeable(field.type)
+            why = _changeable(field.type, seen | {kind})
             if why is not None:
                 return f"{kind.__name__}.{field.name}: {why}"
         return None
@@ -252,19 +289,33 @@ class Durable(Generic[StateT]):
         return _ENCODER.encode({"schema": self.schema, "header": header}).encode()
 
     def changes(self, before: PartSnapshot, state: StateT) -> PartChanges:
-        """The parts of `state` made, replaced or dropped since `before`, in stored form."""
+        """The parts of `state` made, replaced, moved or dropped since `before`, in stored form.
+
+        ValueError for a part id the store cannot take (see `_check_part_id`), so
+        that the call which made it fails, and no other.
+        """
         written: list[tuple[str, bytes]] = []
+        moved: list[str] = []
         removed: list[str] = []
         for name in self.parts:
             now: dict[str, object] = getattr(state, name)
             then = before.get(name, {})
+            # A part moved (popped and put back, the dict rebuilt in another order) is
+            # the same object in another place: the field is written anew, in order.
+            reordered = _order_changed(then, now)
             kind = self._part_types[name]
             for part_id, part in now.items():
-                if then.get(part_id) is not part:
+                if reordered or then.get(part_id) is not part:
+                    _check_part_id(name, part_id)
                     data = self.converter.unstructure(part, kind)
                     written.append((f"{name}:{part_id}", _ENCODER.encode(data).encode()))
+                    if reordered:
+                        moved.append(written[-1][0])
             removed.extend(f"{name}:{part_id}" for part_id in then.keys() - now.keys())
-        return PartChanges(tuple(written), tuple(removed))
+        for name, then in before.items():  # a field no longer stored in parts
+            if name not in self.parts:
+                removed.extend(f"{name}:{part_id}" for part_id in then)
+        return PartChanges(tuple(written), tuple(removed), tuple(moved))
 
     def dump(self, state: StateT) -> bytes:
         """The stored form of `state`."""
@@ -273,14 +324,15 @@ class Durable(Generic[StateT]):
 
     def load(self, blob: bytes, key: ActorKey) -> StateT:
         """The state `blob` stores; StateLoadError naming `key` and the field if it cannot."""
-        state, _partwise = self.load_parts(blob, None, key)
+        state, _stored = self.load_parts(blob, None, key)
         return state
 
     def load_parts(
         self, blob: bytes, parts: Mapping[str, bytes] | None, key: ActorKey
-    ) -> tuple[StateT, bool]:
-        """The state stored as `blob` (whole, or a header with `parts`), and whether it was
-        stored part-wise; StateLoadError naming `key` and the field if it cannot be read."""
+    ) -> tuple[StateT, PartSnapshot | None]:
+        """The state stored as `blob` (whole, or a header with `parts`), and what of it is
+        stored as parts (``None``: nothing, it was stored whole), for `changes` to compare
+        with; StateLoadError naming `key` and the field if it cannot be read."""
         envelope = _parsed(blob, key)
         if not isinstance(envelope, dict) or not ("state" in envelope or "header" in envelope):
             msg = f"the stored state of {key} has no 'state' field"
@@ -288,9 +340,27 @@ class Durable(Generic[StateT]):
         partwise = "header" in envelope
         data = self._assembled(envelope["header"], parts, key) if partwise else envelope["state"]
         schema = envelope.get("schema")
-        if schema != self.schema:
+        migrated = schema != self.schema
+        if migrated:
             data = self._migrated(data, schema, key)
-        return self._structure(data, key), partwise
+        state = self._structure(data, key)
+        if not partwise:
+            return state, None
+        return state, self._as_stored(state, parts or {}, trusted=not migrated)
+
+    def _as_stored(
+        self, state: StateT, parts: Mapping[str, bytes], *, trusted: bool
+    ) -> PartSnapshot:
+        """What the store holds as parts, as `changes` compares it: each stored part's
+        loaded object when the state is exactly what was stored (`trusted`), otherwise a
+        stand-in no part is, so that every part is written again and what the state no
+        longer has is removed (a migration may have changed, renamed or dropped any)."""
+        stored: PartSnapshot = {}
+        for part_name in parts:
+            field, _, part_id = part_name.partition(":")
+            loaded = getattr(state, field) if trusted and field in self.parts else {}
+            stored.setdefault(field, {})[part_id] = loaded.get(part_id, _NOT_STORED)
+        return stored
 
     def _assembled(self, header: Any, parts: Mapping[str, bytes] | None, key: ActorKey) -> Any:
         """The whole state's plain data: the header's, with each part in its field."""
@@ -300,13 +370,17 @@ class Durable(Generic[StateT]):
                 f"state does not declare (Durable(parts=...)); a version that does wrote it"
             )
             raise StateLoadError(msg)
-        data = {**header, **{name: {} for name in self.parts}}
+        data = dict(header)
+        for name in self.parts:  # a field declared in parts since: the header still holds it
+            data.setdefault(name, {})
         for part_name, part_blob in parts.items():
+            # A part of a field no longer declared in parts goes where the whole state has it.
             field, _, part_id = part_name.partition(":")
-            if field not in self.parts:
-                msg = f"the stored state of {key} has a part {part_name!r} of no parts field"
+            collection = data.setdefault(field, {}) if field else None
+            if not isinstance(collection, dict):
+                msg = f"the stored state of {key} has a part {part_name!r} of no dict field"
                 raise StateLoadError(msg)
-            data[field][part_id] = _parsed(part_blob, key)
+            collection[part_id] = _parsed(part_blob, key)
         return data
 
     def _migrated(self, data: Any, schema: object, key: ActorKey) -> Any:

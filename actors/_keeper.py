@@ -110,11 +110,9 @@ class Keeper:
         else:
             load = functools.partial(durable.load_parts, stored.blob, stored.parts, self.key)
             if _stored_size(stored) > _LOAD_INLINE_BYTES:  # parsing would stall the event loop
-                self.state, partwise = await trio.to_thread.run_sync(load)
+                self.state, self.parts = await trio.to_thread.run_sync(load)
             else:
-                self.state, partwise = load()
-            if partwise:
-                self.parts = durable.snapshot(self.state)
+                self.state, self.parts = load()
             self.version, self.digest = stored.version, _digest(stored.blob)
         self.stale = False
 

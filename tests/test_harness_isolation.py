@@ -106,11 +106,11 @@ async def check_sdk_notes(kind: Kind, **options: Any) -> IsolationReport:
         return await check_isolation(factory, write=SDK_WRITE, read=SDK_READ, **options)
 
 
-def assert_short(report: IsolationReport) -> None:
-    """The shrunk sequence has a handful of calls, and few other lines."""
+def assert_short(report: IsolationReport, most: int = A_HANDFUL) -> None:
+    """The shrunk sequence has at most `most` calls, and few other lines."""
     calls = [line for line in report.sequence if line.lstrip().startswith("session ")]
-    assert 2 <= len(calls) <= A_HANDFUL, report.describe()
-    assert len(report.sequence) <= 2 * A_HANDFUL, report.describe()
+    assert 2 <= len(calls) <= most, report.describe()
+    assert len(report.sequence) <= 2 * most, report.describe()
 
 
 def assert_found_a_leak(report: IsolationReport) -> None:
@@ -241,7 +241,9 @@ async def test_a_bounded_history_is_reported_as_lost_writes_unless_reads_need_no
     lost = report.lost_writes[0]
     assert lost.mark.startswith(f"wm-s{lost.session}-")
     assert any(lost.read in line and "lacks its own" in line for line in report.sequence)
-    assert_short(report)
+    # Two writes and a read, but the writes it shrinks from are of many sessions, and
+    # Hypothesis does not always remove every one it could: 11 calls were left once in CI.
+    assert_short(report, most=2 * A_HANDFUL)
 
     assert (await check_sdk_notes("latest", budget=budget, all_writes_visible=False)).passed
 

@@ -60,6 +60,18 @@ class TestStoreParts:
             assert whole is not None
             assert (whole.blob, whole.parts) == (b"h2", None)
 
+    async def test_a_moved_part_goes_after_every_other_and_a_new_key_keeps_no_old_part(
+        self, store_url: str
+    ) -> None:
+        async with opened(store_url) as store:
+            first = changes(("a", b"1"), ("b", b"2"), ("c", b"3"))
+            await store.save(key(), b"h", None, changes=first)
+            moved = PartChanges((("a", b"1"), ("b", b"2'")), moved=("a", "b"))
+            await store.save(key(), b"h", 1, changes=moved)
+            stored = await store.load(key(), parts=True)
+            assert stored is not None
+            assert list((stored.parts or {}).items()) == [("c", b"3"), ("a", b"1"), ("b", b"2'")]
+
     async def test_a_stale_writer_writes_none_of_its_parts(self, store_url: str) -> None:
         """The fence covers the parts: a refused save changes no part, nor adds one."""
         async with opened(store_url) as store:
@@ -417,6 +429,19 @@ class Fine:
     inner: Note
 
 
+@attrs.frozen
+class Tree:
+    """A recursive part type: the check ends."""
+
+    label: str
+    children: tuple[Tree, ...] = ()
+
+
+@attrs.frozen
+class Dangling:
+    other: NoSuchType  # type: ignore[name-defined]  # noqa: F821
+
+
 def _state(part_type: Any) -> type:
     """A state class with `notes`, a dict of `part_type`, and `other`, a list."""
     fields = {
@@ -443,8 +468,12 @@ class TestDeclaration:
             Durable(_state(part_type), parts=("notes",))
 
     def test_immutable_parts_are_accepted(self) -> None:
-        for part_type in (Fine, str, tuple[int, ...], Note | None):
+        for part_type in (Fine, str, tuple[int, ...], Note | None, Tree):
             assert Durable(_state(part_type), parts=("notes",)).partwise
+
+    def test_a_part_type_whose_annotations_name_nothing_is_a_type_error(self) -> None:
+        with pytest.raises(TypeError, match="cannot be resolved"):
+            Durable(_state(Dangling), parts=("notes",))
 
     @pytest.mark.parametrize(
         ("parts", "problem"),

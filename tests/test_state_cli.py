@@ -349,6 +349,31 @@ class TestImport:
             result = await rt.call_tool("planning__list_goals", {"__sessionId": "s1"})
             assert result.first_text == "Goals (1):\n- g1: a goal"
 
+    async def test_a_state_stored_in_parts_exports_its_parts_and_imports_them_edited(
+        self, store_url: str, tmp_path: Path
+    ) -> None:
+        """Export, edit one part, drop another: the key has exactly the line's parts."""
+        async with open_store(store_url) as store, open_runtime([planning], store=store) as rt:
+            for goal in ("first", "second"):
+                await rt.call_tool("planning__create_goal", {"goal": goal, "__sessionId": "s1"})
+        exported = tmp_path / "s1.jsonl"
+        ran = await state(
+            "export", "--state", store_url, "--session", "s1", "--output", str(exported)
+        )
+        assert ran.code == 0, ran.err
+        [line] = export_lines(exported)
+        assert line["stored"] == {"schema": 1, "header": {}}
+        assert line["parts"] == {"goals:g1": {"stored": "first"}, "goals:g2": {"stored": "second"}}
+        line["parts"] = {"goals:g2": {"stored": "second, edited"}}
+        write_lines(exported, [line])
+        ran = await state("import", "--state", store_url, str(exported))
+        assert ran.code == 0, ran.err
+        async with open_store(store_url) as store, open_runtime([planning], store=store) as rt:
+            result = await rt.call_tool("planning__list_goals", {"__sessionId": "s1"})
+            assert result.first_text == "Goals (1):\n- g2: second, edited"
+        ran = await state("import", "--state", store_url, str(exported))
+        assert "written 0, unchanged 0, refused 1" in ran.out  # the version moved on
+
     async def test_a_key_changed_since_the_export_is_refused_and_the_others_written(
         self, sqlite_url: str, tmp_path: Path
     ) -> None:
@@ -468,6 +493,15 @@ class TestImport:
             (raw(rest='"version": 1, "stored_text": 1'), "stored_text: must be a string, got int"),
             (raw(rest='"version": 1, "stored_base64": "!!"'), "stored_base64: is not base64"),
             (raw(key=f"{PLANNING}, {S1}"), "key: planning(session='s1') is on line 1 too"),
+            (raw(rest='"version": 1, "stored": 1, "parts": []'), "parts: must be an object"),
+            (
+                raw(rest='"version": 1, "stored": 1, "parts": {"goals": {"stored": 1}}'),
+                "parts.goals: a part's name is FIELD:ID",
+            ),
+            (
+                raw(rest='"version": 1, "stored": 1, "parts": {"goals:g1": {"stord": 1}}'),
+                "parts.goals:g1: must be an object with one of stored",
+            ),
         ],
     )
     async def test_a_bad_file_changes_nothing_and_names_the_line_and_field(

@@ -108,14 +108,21 @@ class PartChanges:
     """What one save does to a key's parts besides writing its blob."""
 
     written: tuple[tuple[str, bytes], ...] = ()
-    """(name, blob) of each part made or changed; a name at most once."""
+    """(name, blob) of each part made or changed; a name at most once. A part made keeps
+    its place after those stored; a part changed keeps its own (a key's parts load in
+    that order)."""
     removed: tuple[str, ...] = ()
     """The names of the parts dropped; none of them among `written`."""
+    moved: tuple[str, ...] = ()
+    """Names among `written` that go after every other part, in the order written."""
 
     def __attrs_post_init__(self) -> None:
         names = [name for name, _blob in self.written]
         if len(set(names)) != len(names) or set(names) & set(self.removed):
             msg = "a part may be written once or removed in one save, not both nor twice"
+            raise ValueError(msg)
+        if not set(self.moved) <= set(names):
+            msg = "a part moved must be written"
             raise ValueError(msg)
 
     @property

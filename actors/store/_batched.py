@@ -30,7 +30,7 @@ from protocol import TENANT_SEPARATOR
 from ._base import Stored, StoredEntry, StoreError, VersionConflict, decode_key, encode_key
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Collection, Sequence
+    from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 
     from protocol import ActorKey
 
@@ -42,6 +42,7 @@ __all__ = [
     "Conflict",
     "Loaded",
     "Write",
+    "gather_parts",
     "open_batched",
     "scope_clause",
 ]
@@ -133,6 +134,20 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release the connections."""
         ...
+
+
+def gather_parts(rows: Iterable[Sequence[Any]], found: dict[str, Loaded]) -> None:
+    """Add to `found` the keys of `rows` with their blobs and parts.
+
+    Each row is (is a part, key, version, blob, part name, seq): the keys' blobs
+    first, then their parts in the order they load in, as both drivers select
+    them. A part of a key with no blob belongs to nothing stored and is left out.
+    """
+    for is_part, key, version, blob, part, _seq in rows:
+        if not is_part:
+            found[key] = (version, blob, {})
+        elif key in found:
+            found[key][2][part] = blob
 
 
 def scope_clause(

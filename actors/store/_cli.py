@@ -671,7 +671,11 @@ def _check_parts(line: dict[str, Any]) -> dict[str, bytes]:
         raise _BadLine(msg)
     checked: dict[str, bytes] = {}
     for name, part in parts.items():
-        if not name or not isinstance(part, dict) or set(part) - set(_BLOB_FIELDS):
+        field, _, part_id = name.partition(":")
+        if not field or not part_id:
+            msg = f"parts.{name}: a part's name is FIELD:ID, as export writes it"
+            raise _BadLine(msg)
+        if not isinstance(part, dict) or set(part) - set(_BLOB_FIELDS):
             msg = f"parts.{name}: must be an object with one of {', '.join(_BLOB_FIELDS)}"
             raise _BadLine(msg)
         try:

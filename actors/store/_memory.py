@@ -62,9 +62,7 @@ class MemoryStore:
         version = 1 if found is None else found + 1
         parts = dict(entry[0].parts or {}) if entry is not None else {}
         if changes is not None:
-            parts.update(changes.written)
-            for name in changes.removed:
-                parts.pop(name, None)
+            _apply(parts, changes)
         self._states[key] = (Stored(version, blob, parts), self._clock())
         return version
 
@@ -110,6 +108,17 @@ class MemoryStore:
         """Delete one key; whether it was stored."""
         await trio.lowlevel.checkpoint()
         return self._states.pop(key, None) is not None
+
+
+def _apply(parts: dict[str, bytes], changes: PartChanges) -> None:
+    """`changes` made to `parts`, in the order the other stores keep."""
+    moved = set(changes.moved)
+    for name, blob in changes.written:
+        if name in moved:
+            parts.pop(name, None)  # to the end
+        parts[name] = blob
+    for name in changes.removed:
+        parts.pop(name, None)
 
 
 def _size(stored: Stored) -> int:

@@ -29,7 +29,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ._base import StoreError
-from ._batched import BatchRolledBack, Conflict, scope_clause
+from ._batched import BatchRolledBack, Conflict, gather_parts, scope_clause
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -76,26 +76,50 @@ _UPDATE: Final = (
 )
 # A part-wise save is one statement, so that the pipeline needs no answer
 # before sending the next: the parts are written (and removed) only when the
-# fenced write of the blob returned a row, in the same transaction.
+# fenced write of the blob returned a row, in the same transaction. Parts are
+# inserted in the order given (WITH ORDINALITY), which `seq` keeps; a changed
+# part keeps its `seq`, a moved one takes a new one, after every other.
 _PART_CHANGES: Final = """, written AS (
     INSERT INTO actor_parts (key, part, blob)
-    SELECT %s, changed.part, changed.blob
-    FROM blob_written, unnest(%s::text[], %s::bytea[]) AS changed (part, blob)
+    SELECT %(key)s, changed.part, changed.blob
+    FROM blob_written, unnest(%(kept)s::text[], %(kept_blobs)s::bytea[])
+        WITH ORDINALITY AS changed (part, blob, n)
+    ORDER BY changed.n
     ON CONFLICT (key, part) DO UPDATE SET blob = excluded.blob
+), moved AS (
+    INSERT INTO actor_parts (key, part, blob)
+    SELECT %(key)s, changed.part, changed.blob
+    FROM blob_written, unnest(%(moved)s::text[], %(moved_blobs)s::bytea[])
+        WITH ORDINALITY AS changed (part, blob, n)
+    ORDER BY changed.n
+    ON CONFLICT (key, part) DO UPDATE SET blob = excluded.blob, seq = DEFAULT
 ), removed AS (
     DELETE FROM actor_parts
-    WHERE key = %s AND part = ANY(%s::text[]) AND EXISTS (SELECT FROM blob_written)
+    WHERE key = %(key)s AND {removed} AND EXISTS (SELECT FROM blob_written)
 ) SELECT version FROM blob_written"""
-_INSERT_WITH_PARTS: Final = f"WITH blob_written AS ({_INSERT}){_PART_CHANGES}"
-_UPDATE_WITH_PARTS: Final = f"WITH blob_written AS ({_UPDATE}){_PART_CHANGES}"
-_LOAD_WITH_PARTS: Final = (
-    "SELECT s.key, s.version, s.blob, p.part, p.blob FROM actor_state AS s "
-    "LEFT JOIN actor_parts AS p ON p.key = s.key WHERE s.key = ANY(%s) ORDER BY p.seq"
+_INSERT_WITH_PARTS: Final = (
+    "WITH blob_written AS (INSERT INTO actor_state (key, session, version, blob, updated_at) "
+    "VALUES (%(key)s, %(session)s, 1, %(blob)s, %(now)s) ON CONFLICT (key) DO NOTHING "
+    "RETURNING version)" + _PART_CHANGES.format(removed="part <> ALL(%(written)s::text[])")
+    # A key written for the first time keeps no part an earlier life left.
 )
-# Whatever deletes keys deletes their parts in the same statement; the count is of keys.
-_DELETE_WITH_PARTS: Final = """WITH doomed AS (DELETE FROM actor_state WHERE {} RETURNING key),
-parts AS (DELETE FROM actor_parts WHERE key IN (SELECT key FROM doomed))
-SELECT count(*) FROM doomed"""
+_UPDATE_WITH_PARTS: Final = (
+    "WITH blob_written AS (UPDATE actor_state SET version = version + 1, blob = %(blob)s, "
+    "updated_at = %(now)s WHERE key = %(key)s AND version = %(expected)s RETURNING version)"
+    + _PART_CHANGES.format(removed="part = ANY(%(removed)s::text[])")
+)
+# The blobs, then the parts in `seq` order, as of one moment (one statement); see
+# `_batched.gather_parts`. Not a join: that would repeat each blob once per part.
+_LOAD_WITH_PARTS: Final = (
+    "SELECT 0, key, version, blob, NULL, 0::bigint FROM actor_state WHERE key = ANY(%s) "
+    "UNION ALL SELECT 1, key, NULL, blob, part, seq FROM actor_parts WHERE key = ANY(%s) "
+    "ORDER BY 1, 6"
+)
+# The keys' rows go first, locked until the end of the transaction; their parts go in
+# a second statement, which sees every part a save that held those rows before us
+# committed (one statement's snapshot would miss those, and leave them behind).
+_DELETE_KEYS: Final = "DELETE FROM actor_state WHERE {} RETURNING key"
+_DELETE_PARTS: Final = "DELETE FROM actor_parts WHERE key = ANY(%s)"
 _SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword"})
 _LOAD: Final = "SELECT key, version, blob FROM actor_state WHERE key = ANY(%s)"
 _VERSIONS: Final = "SELECT key, version FROM actor_state WHERE key = ANY(%s)"
@@ -141,14 +165,11 @@ class PostgresBackend:
         with self._reported(f"load failed in {self.url}"):
             rows = (
                 self._reader.connection()
-                .execute(_LOAD_WITH_PARTS, (list(keys),), binary=True)
+                .execute(_LOAD_WITH_PARTS, (list(keys), list(keys)), binary=True)
                 .fetchall()
             )
         found: dict[str, Loaded] = {}
-        for key, version, blob, part, part_blob in rows:
-            parts = found.setdefault(key, (version, blob, {}))[2]
-            if part is not None:
-                parts[part] = part_blob
+        gather_parts(rows, found)
         return [found.get(key) for key in keys]
 
     def commit(self, writes: Sequence[Write], now: float) -> list[int | Conflict]:
@@ -162,8 +183,10 @@ class PostgresBackend:
             connection = self._writer.connection()
             try:
                 return _commit(connection, writes, now)
+            except UnicodeEncodeError as exc:  # a part's name the driver cannot send as text
+                raise _RowRefused(exc) from None
             except psycopg.Error as exc:
-                if not connection.broken and (exc.sqlstate or "")[:2] in _ROW_ERRORS:
+                if not connection.broken and _refused_for_content(exc):
                     raise _RowRefused(exc) from None
                 raise
 
@@ -192,12 +215,16 @@ class PostgresBackend:
         return self._delete("delete", "key = %s", key) == 1
 
     def _delete(self, what: str, condition: str, argument: str | float) -> int:
-        """Delete the keys `condition` picks, with their parts; how many keys."""
-        statement = _DELETE_WITH_PARTS.format(condition)
+        """Delete the keys `condition` picks, with their parts, in one transaction; how many
+        keys."""
         with self._reported(f"{what} failed in {self.url}"):
-            row = self._admin.connection().execute(statement, (argument,)).fetchone()
-        assert row is not None  # count(*) always returns one row
-        return int(row[0])
+            connection = self._admin.connection()
+            with connection.transaction():
+                cursor = connection.execute(_DELETE_KEYS.format(condition), (argument,))
+                keys = [key for (key,) in cursor.fetchall()]
+                if keys:
+                    connection.execute(_DELETE_PARTS, (keys,))
+        return len(keys)
 
     def close(self) -> None:
         """Close the connections."""
@@ -225,10 +252,18 @@ class PostgresBackend:
 _ROW_ERRORS: Final = frozenset({"22", "23", "54"})
 
 
-class _RowRefused(Exception):
-    """A transaction rolled back because of a row's content (see `_ROW_ERRORS`)."""
+def _refused_for_content(exc: psycopg.Error) -> bool:
+    """Whether `exc` is about what a row holds: the server's word (`_ROW_ERRORS`), or the
+    driver's own refusal to send a value (a NUL in text: a DataError with no SQLSTATE)."""
+    if exc.sqlstate is None:
+        return isinstance(exc, psycopg.DataError)
+    return exc.sqlstate[:2] in _ROW_ERRORS
 
-    def __init__(self, cause: psycopg.Error) -> None:
+
+class _RowRefused(Exception):
+    """A transaction rolled back because of a row's content (see `_refused_for_content`)."""
+
+    def __init__(self, cause: Exception) -> None:
         super().__init__(str(cause))
         self.cause = cause
 
@@ -308,20 +343,29 @@ def _commit(
     ]
 
 
-def _statement(write: Write, now: float) -> tuple[str, tuple[object, ...]]:
+def _statement(write: Write, now: float) -> tuple[str, tuple[object, ...] | dict[str, object]]:
     changes = write.changes
-    if write.expected is None:
-        blob_arguments: tuple[object, ...] = (write.key, write.session, write.blob, now)
-        statements = (_INSERT, _INSERT_WITH_PARTS)
-    else:
-        blob_arguments = (write.blob, now, write.key, write.expected)
-        statements = (_UPDATE, _UPDATE_WITH_PARTS)
     if changes is None:
-        return statements[0], blob_arguments
-    names = [name for name, _blob in changes.written]
-    blobs = [blob for _name, blob in changes.written]
-    part_arguments = (write.key, names, blobs, write.key, list(changes.removed))
-    return statements[1], (*blob_arguments, *part_arguments)
+        if write.expected is None:
+            return _INSERT, (write.key, write.session, write.blob, now)
+        return _UPDATE, (write.blob, now, write.key, write.expected)
+    moving = set(changes.moved)
+    kept = [(name, blob) for name, blob in changes.written if name not in moving]
+    moved = [(name, blob) for name, blob in changes.written if name in moving]
+    arguments: dict[str, object] = {
+        "key": write.key,
+        "session": write.session,
+        "blob": write.blob,
+        "now": now,
+        "expected": write.expected,
+        "kept": [name for name, _blob in kept],
+        "kept_blobs": [blob for _name, blob in kept],
+        "moved": [name for name, _blob in moved],
+        "moved_blobs": [blob for _name, blob in moved],
+        "written": [name for name, _blob in changes.written],
+        "removed": list(changes.removed),
+    }
+    return (_INSERT_WITH_PARTS if write.expected is None else _UPDATE_WITH_PARTS), arguments
 
 
 def _with_defaults(url: str) -> str:

@@ -21,7 +21,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Final, final
 
 from ._base import StoreError
-from ._batched import BatchRolledBack, Conflict, scope_clause
+from ._batched import BatchRolledBack, Conflict, gather_parts, scope_clause
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -70,9 +70,25 @@ _WRITE_PART: Final = (
     "INSERT INTO actor_parts (key, part, blob) VALUES (?, ?, ?) "
     "ON CONFLICT (key, part) DO UPDATE SET blob = excluded.blob"
 )
+# A moved part takes the next place after every part stored.
+_MOVE_PART: Final = (
+    "INSERT INTO actor_parts (key, part, blob) VALUES (?, ?, ?) ON CONFLICT (key, part) "
+    "DO UPDATE SET blob = excluded.blob, seq = (SELECT max(seq) + 1 FROM actor_parts)"
+)
 _REMOVE_PART: Final = "DELETE FROM actor_parts WHERE key = ? AND part = ?"
+# A key written for the first time starts with no part, whatever an earlier life left.
+_CLEAR_PARTS: Final = "DELETE FROM actor_parts WHERE key = ?"
 # A key's parts go with it, in the same transaction, whatever deletes it.
 _PARTS_OF_DOOMED: Final = "DELETE FROM actor_parts WHERE key IN (SELECT key FROM actor_state{})"
+
+
+# Blobs and parts of the keys asked for, as of one moment (one statement): the blobs
+# first, then every part in `seq` order. Not a join: that would repeat the blob per part.
+_LOAD_WITH_PARTS: Final = (
+    "SELECT 0, key, version, blob, NULL, 0 FROM actor_state WHERE key IN ({marks}) "
+    "UNION ALL SELECT 1, key, NULL, blob, part, seq FROM actor_parts WHERE key IN ({marks}) "
+    "ORDER BY 1, 6"
+)
 
 
 def _create_private(path: Path, create: Creation) -> None:
@@ -185,19 +201,13 @@ class SqliteBackend:
         """(version, blob, parts) or None per key, in order; one statement per chunk, so
         that a key's blob and parts are read as of one moment."""
         found: dict[str, Loaded] = {}
-        for start in range(0, len(keys), _LOAD_CHUNK):
-            chunk = keys[start : start + _LOAD_CHUNK]
+        chunk_size = _LOAD_CHUNK // 2  # each key is bound twice
+        for start in range(0, len(keys), chunk_size):
+            chunk = keys[start : start + chunk_size]
             marks = ",".join("?" * len(chunk))
-            rows = self._reader.execute(
-                "SELECT s.key, s.version, s.blob, p.part, p.blob FROM actor_state AS s "
-                f"LEFT JOIN actor_parts AS p ON p.key = s.key WHERE s.key IN ({marks}) "
-                "ORDER BY p.seq",
-                chunk,
-            )
-            for key, version, blob, part, part_blob in rows:
-                parts = found.setdefault(key, (version, blob, {}))[2]
-                if part is not None:
-                    parts[part] = part_blob
+            # Only '?' marks are formatted into the statement; the keys are bound.
+            rows = self._reader.execute(_LOAD_WITH_PARTS.format(marks=marks), (*chunk, *chunk))
+            gather_parts(rows, found)
         return [found.get(key) for key in keys]
 
     def commit(self, writes: Sequence[Write], now: float) -> list[int | Conflict]:
@@ -218,7 +228,13 @@ class SqliteBackend:
                     connection.execute("BEGIN IMMEDIATE")
                 results = [self._apply(write, now) for write in writes]
             connection.execute("COMMIT")
-        except (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.InterfaceError) as exc:
+        # UnicodeEncodeError: a part's name that is no valid text (a lone surrogate).
+        except (
+            sqlite3.IntegrityError,
+            sqlite3.DataError,
+            sqlite3.InterfaceError,
+            UnicodeEncodeError,
+        ) as exc:
             connection.execute("ROLLBACK")
             msg = f"save failed in {self.url}: {exc}"
             raise BatchRolledBack(msg) from exc
@@ -254,22 +270,28 @@ class SqliteBackend:
 
     def _write_parts(self, writes: Sequence[Write]) -> None:
         """The part changes of `writes`, whose blobs all landed in the open transaction."""
-        written = [
-            (write.key, name, blob)
-            for write in writes
-            if write.changes is not None
-            for name, blob in write.changes.written
-        ]
-        removed = [
-            (write.key, name)
-            for write in writes
-            if write.changes is not None
-            for name in write.changes.removed
-        ]
-        if written:
-            self._writer.executemany(_WRITE_PART, written)
-        if removed:
-            self._writer.executemany(_REMOVE_PART, removed)
+        cleared: list[tuple[str]] = []
+        kept: list[tuple[str, str, bytes]] = []
+        moved: list[tuple[str, str, bytes]] = []
+        removed: list[tuple[str, str]] = []
+        for write in writes:
+            changes = write.changes
+            if changes is None:
+                continue
+            if write.expected is None:
+                cleared.append((write.key,))
+            moving = set(changes.moved)
+            for name, blob in changes.written:
+                (moved if name in moving else kept).append((write.key, name, blob))
+            removed.extend((write.key, name) for name in changes.removed)
+        for statement, rows in (
+            (_CLEAR_PARTS, cleared),
+            (_WRITE_PART, kept),
+            (_MOVE_PART, moved),
+            (_REMOVE_PART, removed),
+        ):
+            if rows:
+                self._writer.executemany(statement, rows)
 
     def _apply(self, write: Write, now: float) -> int | Conflict:
         connection = self._writer
