@@ -118,7 +118,7 @@ def _partition_ids(urls: tuple[str, ...], record: bool) -> list[str]:
         with _connected(url) as connection:
             found.append(_read(connection, its_url))
     if any(each.split is not None for each in found):
-        return _checked(found)
+        return _checked(_finished(urls, found) if record else found)
     _refuse_unsplit_state(found)
     if not record:
         msg = f"no split store is recorded in {', '.join(shown)}: nothing is stored there yet"
@@ -133,6 +133,30 @@ def _partition_ids(urls: tuple[str, ...], record: bool) -> list[str]:
         with _connected(url) as connection:
             recorded.append(_record(connection, its_url, ids, shown))
     return _checked(recorded)
+
+
+def _finished(urls: Sequence[str], found: Sequence[_Found]) -> list[_Found]:
+    """`found`, with the recording of a split that another process is making finished.
+
+    That process gives every database its id, then records the split in one after
+    another: a database with no split is read again (it may have had no id either when
+    first read), and if its id is in the split it is one that process has not reached
+    yet. Recording the same split there, as it will, is what makes opening at the same
+    moment agree.
+    """
+    model = next(each for each in found if each.split is not None)
+    assert model.split is not None
+    finished = []
+    for url, each in zip(urls, found, strict=True):
+        if each.split is not None:
+            finished.append(each)
+            continue
+        with _connected(url) as connection:
+            now = _read(connection, each.url)
+            if now.split is None and now.id is not None and now.id in model.split:
+                now = _record(connection, each.url, model.split, model.urls)
+        finished.append(now)
+    return finished
 
 
 def _checked(found: Sequence[_Found]) -> list[str]:
