@@ -172,6 +172,24 @@ class TestPlacement:
             assert await store.sweep(0.0) == len(sessions) + 1
         assert not any(stored_keys(url) for url in urls)
 
+    async def test_a_partition_that_fails_is_a_store_error_and_the_others_still_sweep(
+        self, fresh_postgres_urls: Callable[[int], list[str]]
+    ) -> None:
+        """A split store raises what a store raises (StoreError), never a nursery's group."""
+        urls = fresh_postgres_urls(2)
+        async with open_store(urls) as store:
+            assert isinstance(store, SplitStore)
+            for session in spread_sessions(store, "s", 2):  # two in each partition
+                await store.save(key(session), b"x", None)
+            broken, working = urls
+            with psycopg.connect(broken, autocommit=True) as admin:
+                admin.execute("ALTER TABLE actor_state RENAME TO gone")
+            with pytest.raises(StoreError, match="sweep failed"):
+                await store.sweep(0.0)
+            with pytest.raises(StoreError, match="listing failed"):
+                await store.entries()
+        assert not stored_keys(working)  # its sweep went through
+
     async def test_the_urls_in_another_order_find_every_session(
         self, fresh_postgres_urls: Callable[[int], list[str]]
     ) -> None:

@@ -19,7 +19,7 @@ import trio
 
 from protocol import shard_for
 
-from ._base import encode_key
+from ._base import StoreError, encode_key
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
@@ -117,13 +117,24 @@ ResultT = TypeVar("ResultT")
 
 
 async def _each(calls: Sequence[Callable[[], Awaitable[ResultT]]]) -> list[ResultT]:
-    """Run `calls` side by side; their results in order (the first failure fails them all)."""
+    """Run `calls` side by side; their results in order.
+
+    A partition that fails raises StoreError, as a store does, and not the
+    exception group a nursery would wrap it in: the others still run to their
+    end (a sweep or a mark that went through is not undone by another's failure).
+    """
     results: list[ResultT | None] = [None] * len(calls)
+    failures: list[StoreError] = []
 
     async def run(index: int) -> None:
-        results[index] = await calls[index]()
+        try:
+            results[index] = await calls[index]()
+        except StoreError as exc:  # kept out of the nursery's exception group
+            failures.append(exc)
 
     async with trio.open_nursery() as nursery:
         for index in range(len(calls)):
             nursery.start_soon(run, index)
-    return results  # type: ignore[return-value]  # every slot is filled once the nursery ends
+    if failures:
+        raise failures[0]
+    return results  # type: ignore[return-value]  # every slot is filled when none failed
