@@ -149,3 +149,10 @@ async def test_state_tooling_spans_the_partitions(
     code, _, err = await run(STATE, "list", "--all", "--state", urls[1])
     assert code == 1
     assert f"{urls[1]} is one of the 2 partitions of a split store" in err
+
+    # One --state before the command and one after it: both count.
+    code, out, err = await run(
+        STATE, "--state", urls[0], "list", "--all", "--json", "--state", urls[1]
+    )
+    assert code == 0, err
+    assert len(out.splitlines()) == len(sessions) - 1

@@ -76,7 +76,7 @@ from .._argparse import Parser, with_environment
 from .._module import _check_name
 from ._base import PartChanges, StoreError, VersionConflict
 from ._open import check_store_url, default_state_url, open_store
-from ._option import StateUrls, state_urls
+from ._option import StateUrls, joined, state_urls
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -186,10 +186,11 @@ def parser(prog: str = _PROG) -> argparse.ArgumentParser:
         "$XDG_STATE_HOME/mcp-actors/state.db)"
     )
     cli.add_argument("--state", metavar="URL", action=StateUrls, type=state_urls, help=state_help)
-    # Also accepted after the command; SUPPRESS keeps a value given before it.
+    # Also accepted after the command, kept apart from those before it (see `joined`).
     common = Parser(add_help=False, with_version=False)
     common.add_argument(
         "--state",
+        dest="state_after",
         metavar="URL",
         action=StateUrls,
         type=state_urls,
@@ -261,6 +262,8 @@ def main(argv: Sequence[str] | None = None, prog: str = _PROG) -> int:
     """Run ``state`` with the arguments `argv`; returns the process exit code."""
     cli = parser(prog)
     args = cli.parse_args(argv)
+    if hasattr(args, "state_after"):
+        args.state = joined(args.state, args.state_after, cli.get_default("state"))
     url: str | tuple[str, ...] = default_state_url() if args.state is None else args.state
     try:
         kind = check_store_url(url)

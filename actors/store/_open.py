@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import urllib.parse
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -88,8 +89,19 @@ def check_store_url(url: str | Sequence[str]) -> str:
         return "sqlite"
     if scheme in ("postgresql", "postgres"):
         return "postgresql"
-    msg = f"unknown state store URL {url!r}; expected {_FORMS}"
+    msg = f"unknown state store URL {_masked(url)!r}; expected {_FORMS}"
     raise ValueError(msg)
+
+
+def _masked(url: str) -> str:
+    """`url` with any password in it shown as ``***``: a mistyped URL may still hold one."""
+    try:
+        password = urllib.parse.urlsplit(url).password
+    except ValueError:  # a netloc urlsplit cannot read: show nothing of it
+        return "<a URL that cannot be read>"
+    if password:
+        url = url.replace(f":{password}@", ":***@", 1)
+    return re.sub(r"((?:ssl)?password=)[^&]*", r"\1***", url)
 
 
 def _check_split_urls(urls: Sequence[str]) -> str:
@@ -156,7 +168,14 @@ async def open_split_store(
     """The store split by session over the PostgreSQL databases `urls` names, until the block
     ends (`actors.store.SplitStore`): fresh databases are recorded as one split unless
     `record` is false; recorded ones must be given all, in any order. StoreError (naming
-    what differs and what to do) for any other list, before the block starts."""
+    what differs and what to do) for any other list, before the block starts; ValueError
+    for fewer than two URLs or any that is not a postgresql:// URL."""
+    if isinstance(urls, str):
+        msg = "open_split_store takes a list of PostgreSQL URLs, not one string"
+        raise TypeError(msg)
+    if len(urls) < 2 or _check_split_urls(urls) != "postgresql":
+        msg = f"a split store needs two or more postgresql:// URLs, got {len(urls)}"
+        raise ValueError(msg)
     _needs_psycopg()
     from ._partitions import open_split
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["StateUrls", "state_urls"]
+__all__ = ["StateUrls", "joined", "state_urls"]
 
 _POSTGRESQL = ("postgresql://", "postgres://")
 
@@ -24,7 +24,9 @@ _POSTGRESQL = ("postgresql://", "postgres://")
 def state_urls(text: str) -> str | tuple[str, ...]:
     """The URLs in one value: several if it is PostgreSQL URLs separated by spaces, else one."""
     pieces = text.split()
-    if len(pieces) > 1 and all(piece.startswith(_POSTGRESQL) for piece in pieces):
+    # Any PostgreSQL URL among them: a list, whose other pieces are then checked one by
+    # one (a typo in a scheme is named by position), never one URL holding them all.
+    if len(pieces) > 1 and any(piece.startswith(_POSTGRESQL) for piece in pieces):
         return tuple(pieces)
     return text
 
@@ -46,6 +48,18 @@ class StateUrls(argparse.Action):
         before = () if given is self.default or given is None else _urls(given)
         urls = (*before, *_urls(values))
         setattr(namespace, self.dest, urls[0] if len(urls) == 1 else urls)
+
+
+def joined(before: object, after: object, default: object) -> str | tuple[str, ...]:
+    """The URLs of ``--state`` given before a command (`before`, unless it is the
+    `default`) and after it (`after`), as `StateUrls` gathers them.
+
+    A subcommand's options are parsed into a namespace of their own, which then
+    replaces the values given before the command: so the ones after it are kept
+    apart, and joined here.
+    """
+    urls = (*(() if before is default or before is None else _urls(before)), *_urls(after))
+    return urls[0] if len(urls) == 1 else urls
 
 
 def _urls(value: object) -> tuple[str, ...]:

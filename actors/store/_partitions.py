@@ -82,6 +82,13 @@ def check_not_partition(url: str) -> None:
     with _connected(url) as connection:
         found = _read(connection, _without_password(url)[0])
     shown = found.url
+    if found.split is None and found.id is not None:
+        msg = (
+            f"{shown} was being made a partition of a split store, and the recording did not "
+            f"finish; opened alone, it would take sessions that belong to the others: "
+            f"{_WHAT_TO_DO}"
+        )
+        raise StoreError(msg)
     if found.split is not None:
         msg = (
             f"{shown} is one of the {len(found.split)} partitions of a split store "
@@ -154,6 +161,9 @@ def _finished(urls: Sequence[str], found: Sequence[_Found]) -> list[_Found]:
         with _connected(url) as connection:
             now = _read(connection, each.url)
             if now.split is None and now.id is not None and now.id in model.split:
+                # Served alone since the recording stopped, it may hold sessions the
+                # split would look for elsewhere: refused, as for fresh databases.
+                _refuse_unsplit_state([now])
                 now = _record(connection, each.url, model.split, model.urls)
         finished.append(now)
     return finished

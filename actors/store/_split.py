@@ -48,8 +48,16 @@ class SplitStore:
         return tuple(sorted(self.partitions))
 
     def partition_of(self, session_id: str) -> StateStore:
-        """The partition that holds `session_id`'s keys."""
-        return self.partitions[_placed(session_id, self._ids)]
+        """The partition that holds `session_id`'s keys; StoreError for an id that is not
+        text (a lone surrogate), which no store can take either."""
+        return self.partitions[self._placed(session_id)]
+
+    def _placed(self, session_id: str) -> str:
+        try:
+            return _placed(session_id, self._ids)
+        except UnicodeEncodeError:
+            msg = f"the session id {session_id!r} is not valid Unicode text"
+            raise StoreError(msg) from None
 
     async def load(self, key: ActorKey, *, parts: bool = False) -> Stored | None:
         """The key's stored state (with its parts if `parts`), from its session's partition."""
@@ -75,7 +83,7 @@ class SplitStore:
         """Mark `keys` as used now, each partition's keys in one call to it."""
         grouped: dict[str, list[ActorKey]] = {}
         for key in keys:
-            grouped.setdefault(_placed(key.context.session_id, self._ids), []).append(key)
+            grouped.setdefault(self._placed(key.context.session_id), []).append(key)
         await _each(
             [functools.partial(self.partitions[pid].touch, its) for pid, its in grouped.items()]
         )
