@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import psycopg
 import pytest
 
+from actors.server._ops import Readiness
 from actors.store import StoreError, check_store_url, open_split_store, open_store
 from actors.store._option import state_urls
 from actors.store._partitions import _claim_id, _record
@@ -116,3 +117,22 @@ async def test_a_session_id_no_store_can_take_is_a_store_error_split_too(
     async with open_split_store(fresh_postgres_urls(2)) as split:
         with pytest.raises(StoreError, match="not valid Unicode"):
             await split.save(key, b"x", None)
+
+
+async def test_readiness_reads_every_partition(
+    fresh_postgres_urls: Callable[[int], list[str]],
+) -> None:
+    """Ready while every partition answers; not ready once one of them fails, whichever."""
+    urls = fresh_postgres_urls(2)
+    async with open_split_store(urls) as split:
+        readiness = Readiness(split, lambda: False, reuse_for=0.0)
+        assert await readiness.problem() is None
+        for url in urls:  # the table gone: this partition's reads fail, the other's go on
+            with psycopg.connect(url, autocommit=True) as admin:
+                admin.execute("ALTER TABLE actor_state RENAME TO gone")
+            problem = await readiness.problem()
+            assert problem is not None
+            assert "is unreachable" in problem
+            with psycopg.connect(url, autocommit=True) as admin:
+                admin.execute("ALTER TABLE gone RENAME TO actor_state")
+        assert await readiness.problem() is None

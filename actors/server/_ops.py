@@ -41,7 +41,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from protocol import ActorKey, ToolContext
 
-from ..store import StoreError
+from ..store import SplitStore, StoreError
 from ._gate import TENANT_CLAIM
 from ._wire import WireLimits, serve_wire
 
@@ -135,13 +135,21 @@ class Readiness:
             return None
         with trio.move_on_after(self._probe_timeout):
             try:
-                await self._store.load(_PROBE_KEY)
+                await _reach(self._store)
             except StoreError as error:
                 logger.warning("readiness: the state store is unreachable: %s", error)
                 return f"the state store {self._store.url} is unreachable"
             return None
         logger.warning("readiness: the state store took over %g s to answer", self._probe_timeout)
         return f"the state store {self._store.url} did not answer within {self._probe_timeout:g} s"
+
+
+async def _reach(store: StateStore) -> None:
+    """One read from `store`; from each partition of a split one, since any can be down."""
+    if isinstance(store, SplitStore):
+        await store.load_from_every_partition(_PROBE_KEY)
+    else:
+        await store.load(_PROBE_KEY)
 
 
 @final

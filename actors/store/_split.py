@@ -108,6 +108,11 @@ class SplitStore:
         # A single store orders by the encoded key's bytes (UTF-8, so code points).
         return list(heapq.merge(*listings, key=lambda entry: encode_key(entry.key)))
 
+    async def load_from_every_partition(self, key: ActorKey) -> None:
+        """Load `key` from each partition at once (a readiness probe: any of them can be down
+        alone); StoreError naming the first that failed."""
+        await _each([functools.partial(store.load, key) for store in self.partitions.values()])
+
     async def delete(self, key: ActorKey) -> bool:
         """Delete one key from its session's partition; whether it was stored."""
         return await self._of(key).delete(key)
