@@ -57,10 +57,6 @@ def _digest(blob: bytes) -> bytes:
     return hashlib.sha256(blob).digest()
 
 
-def _stored_size(stored: Stored) -> int:
-    return len(stored.blob) + sum(map(len, (stored.parts or {}).values()))
-
-
 @attrs.define(eq=False)
 class Keeper:
     """The state of one actor, and what the store knows of it."""
@@ -109,7 +105,7 @@ class Keeper:
             self.version = self.digest = None
         else:
             load = functools.partial(durable.load_parts, stored.blob, stored.parts, self.key)
-            if _stored_size(stored) > _LOAD_INLINE_BYTES:  # parsing would stall the event loop
+            if stored.size > _LOAD_INLINE_BYTES:  # parsing would stall the event loop
                 self.state, self.parts = await trio.to_thread.run_sync(load)
             else:
                 self.state, self.parts = load()

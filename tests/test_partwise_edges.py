@@ -258,13 +258,16 @@ class TestPostgresDeleteRace:
         assert list(parts) == ["notes:mine"], f"the deleted key's part came back: {parts}"
 
 
-def _wait_for_a_lock_wait(url: str) -> None:
-    """Return once some session of the database waits for a lock (polled, no fixed wait)."""
+def _wait_for_a_lock_wait(url: str, within: float = 60.0) -> None:
+    """Return once some session of the database waits for a lock (polled, no fixed wait);
+    fail after `within` seconds, a bound no loaded machine comes near."""
+    deadline = time.monotonic() + within
     with psycopg.connect(url, autocommit=True) as watcher:
         while watcher.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
             "AND wait_event_type = 'Lock'"
         ).fetchone() != (1,):
+            assert time.monotonic() < deadline, "the delete never waited for the save's lock"
             time.sleep(0.01)
 
 

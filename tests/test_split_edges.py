@@ -20,6 +20,7 @@ from ._postgres import (  # noqa: F401  (fixtures)
     fresh_postgres_urls_fixture,
     postgres_server_fixture,
 )
+from .test_split_store import partition_ids
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,6 +41,18 @@ def half_recorded(urls: list[str]) -> list[str]:
 
 
 class TestHalfRecorded:
+    async def test_a_split_another_process_is_half_way_through_recording_is_finished(
+        self, fresh_postgres_urls: Callable[[int], list[str]]
+    ) -> None:
+        """What a process opening at the same moment meets: every database has its id, the
+        split is recorded in the first only. Opening finishes the recording, as the other
+        process would have, instead of calling the second database a stranger."""
+        urls = fresh_postgres_urls(2)
+        ids = half_recorded(urls)
+        async with open_split_store(urls) as store:
+            assert sorted(store.partitions) == sorted(ids)
+        assert [sorted(partition_ids(url)[1]) for url in urls] == [sorted(ids)] * 2
+
     async def test_a_partition_whose_recording_did_not_finish_is_not_opened_alone(
         self, fresh_postgres_urls: Callable[[int], list[str]]
     ) -> None:

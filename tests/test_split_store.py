@@ -21,8 +21,6 @@ from actors._argparse import with_environment
 from actors.server._cli import parser
 from actors.store import SplitStore, StoreError, check_store_url, open_split_store, open_store
 from actors.store._base import encode_key
-from actors.store._partitions import _claim_id, _record
-from actors.store._postgres import _without_password
 from protocol import ActorKey, ToolContext, shard_for
 
 from . import test_partwise, test_store
@@ -228,25 +226,6 @@ class TestPlacement:
         assert len(opened) == 4
         assert all(ids == opened[0] for ids in opened)
         assert [sorted(partition_ids(url)[1]) for url in urls] == [opened[0], opened[0]]
-
-    async def test_a_split_another_process_is_half_way_through_recording_is_finished(
-        self, fresh_postgres_urls: Callable[[int], list[str]]
-    ) -> None:
-        """What a process opening at the same moment meets: every database has its id, the
-        split is recorded in the first only. Opening finishes the recording, as the other
-        process would have, instead of calling the second database a stranger."""
-        urls = fresh_postgres_urls(2)
-        shown = [_without_password(url)[0] for url in urls]
-        connections = [psycopg.connect(url, autocommit=True) for url in urls]
-        try:
-            ids = [_claim_id(connection) for connection in connections]
-            _record(connections[0], shown[0], ids, shown)
-        finally:
-            for connection in connections:
-                connection.close()
-        async with open_split_store(urls) as store:
-            assert sorted(store.partitions) == sorted(ids)
-        assert [sorted(partition_ids(url)[1]) for url in urls] == [sorted(ids)] * 2
 
 
 class TestChangedList:

@@ -101,6 +101,11 @@ class Stored:
     parts: Mapping[str, bytes] | None = None
     """Part name → part, when loaded with ``parts=True``; ``None`` when not asked for."""
 
+    @property
+    def size(self) -> int:
+        """Bytes of the blob and of the parts loaded with it."""
+        return len(self.blob) + sum(map(len, (self.parts or {}).values()))
+
 
 @final
 @attrs.frozen

@@ -513,7 +513,7 @@ class _Show:
         document = {
             "key": _key_json(self.key),
             "version": stored.version,
-            "size": len(stored.blob) + sum(map(len, (stored.parts or {}).values())),
+            "size": stored.size,
             "used_at": used_at,
             **_stored_json(stored),
         }

@@ -98,7 +98,7 @@ class MemoryStore:
         """What is stored for `session` or `tenant` (everything without either)."""
         await trio.lowlevel.checkpoint()
         found = [
-            StoredEntry(key, stored.version, _size(stored), used)
+            StoredEntry(key, stored.version, stored.size, used)
             for key, (stored, used) in self._states.items()
             if in_scope(key.context.session_id, only=session, tenant=tenant)
         ]
@@ -119,8 +119,3 @@ def _apply(parts: dict[str, bytes], changes: PartChanges) -> None:
         parts[name] = blob
     for name in changes.removed:
         parts.pop(name, None)
-
-
-def _size(stored: Stored) -> int:
-    """Bytes of the blob and of every part."""
-    return len(stored.blob) + sum(map(len, (stored.parts or {}).values()))
