@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
-from protocol import NoSessionError, ProtocolError, TenantError
+from protocol import ConfinedError, NoSessionError, ProtocolError, TenantError
 
 from ._errors import (
     ActorCrashedError,
@@ -83,6 +83,7 @@ class StopReason(enum.Enum):
 # Outcome labels, most specific class first. A bounded set: safe as a metric label.
 _OUTCOMES: Final[tuple[tuple[type[Exception], str], ...]] = (
     (TenantError, "outside_tenant"),
+    (ConfinedError, "outside_connection"),
     (NoSessionError, "no_session"),
     (ProtocolError, "bad_context"),
     (UnknownToolError, "unknown_tool"),

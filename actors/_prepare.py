@@ -77,7 +77,7 @@ def prepare_call(
     name = call_name(params)
     tool = registry.resolve(name)
     # `_prepared`, inline and without a ParsedCall: every tool call comes through here.
-    context, clean, _, defaulted = split_call(params, policy, caller)
+    context, clean, _, defaulted, _ = split_call(params, policy, caller)
     arguments = tool.signature.bind(clean)
     module = tool.module
     route = module.scope.route(module.name, context)

@@ -10,7 +10,9 @@ from ._call import parse_call as parse_call
 from ._call import parse_named_call as parse_named_call
 from ._call import split_call as split_call
 from ._caller import Caller as Caller
+from ._caller import ConfinedError as ConfinedError
 from ._caller import NoSessionError as NoSessionError
+from ._caller import ReachError as ReachError
 from ._caller import TenantError as TenantError
 from ._caller import in_tenant as in_tenant
 from ._content import SERVICE_INFO_META_KEY as SERVICE_INFO_META_KEY
@@ -26,6 +28,7 @@ from ._content import TextContent as TextContent
 from ._content import service_info_of as service_info_of
 from ._context import DEFAULT_POLICY as DEFAULT_POLICY
 from ._context import ContextPolicy as ContextPolicy
+from ._context import SessionSource as SessionSource
 from ._context import ToolContext as ToolContext
 from ._context import extract_context as extract_context
 from ._context import inject_context as inject_context
@@ -66,6 +69,7 @@ __all__ = [
     "CallFormatError",
     "CallResult",
     "Caller",
+    "ConfinedError",
     "Content",
     "ContextError",
     "ContextPolicy",
@@ -77,11 +81,13 @@ __all__ = [
     "PromptMessage",
     "PromptResult",
     "ProtocolError",
+    "ReachError",
     "ResourceContents",
     "ResourceLink",
     "ResourceResult",
     "Scope",
     "ServiceInfo",
+    "SessionSource",
     "TenantError",
     "TextContent",
     "ToolContext",

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any, TypeGuard, final
 
 import attrs
 
-from ._context import DEFAULT_POLICY, SESSION_REQUIRED, ContextPolicy, ToolContext, _split
+from ._context import (
+    DEFAULT_POLICY,
+    SESSION_REQUIRED,
+    ContextPolicy,
+    SessionSource,
+    ToolContext,
+    _split,
+)
 from ._errors import CallFormatError, ContextError
 
 if TYPE_CHECKING:
@@ -33,6 +40,9 @@ class ParsedCall:
     session_defaulted: bool
     """True when neither the call nor its caller named a session and the lenient
     policy supplied its default one."""
+    session_source: SessionSource
+    """Where the session came from: the host's ``_meta``, the arguments (which a model
+    may write), the caller's default session, or the policy's (`session_defaulted`)."""
 
 
 _EMPTY: Mapping[str, Any] = {}
@@ -78,9 +88,11 @@ def parse_call(
     ``arguments`` and ``_meta`` may be absent. Context comes from both; see
     `extract_context` for the rules. With a `caller` (who the transport says
     sent the call), its rules apply too: a call naming no session gets the
-    caller's default one, and a named session must be in the caller's tenant
-    (see `Caller`). Raises `CallFormatError` for a malformed mapping and
-    `ContextError` for a bad or forbidden context. `params` is not mutated.
+    caller's default one, and a named session must be one the caller may reach
+    by that channel: in its tenant, and, for a caller whose arguments may not
+    name sessions, its own unless ``_meta`` named it (see `Caller`). Raises
+    `CallFormatError` for a malformed mapping and `ContextError` for a bad or
+    forbidden context. `params` is not mutated.
     """
     return parse_named_call(params, call_name(params), policy, caller)
 
@@ -94,8 +106,9 @@ def parse_named_call(
 
 def split_call(
     params: Mapping[str, Any], policy: ContextPolicy, caller: Caller | None
-) -> tuple[ToolContext, dict[str, Any], Mapping[str, Any], bool]:
-    """`parse_named_call`'s parts, (context, arguments, meta, session_defaulted), as a tuple.
+) -> tuple[ToolContext, dict[str, Any], Mapping[str, Any], bool, SessionSource]:
+    """`parse_named_call`'s parts, (context, arguments, meta, session_defaulted,
+    session_source), as a tuple.
 
     For a router that keeps the parts in a record of its own: every tool call
     goes through here, and a `ParsedCall` more per call is measurable.
@@ -103,11 +116,11 @@ def split_call(
     arguments = _mapping_field(params, "arguments")
     meta = _mapping_field(params, "_meta")
     if caller is None:
-        context, clean, defaulted = _split(arguments, meta, policy)
+        context, clean, source = _split(arguments, meta, policy)
     else:
-        context, clean, defaulted = _split(arguments, meta, _lenient(policy))
-        context, defaulted = _claim(context, defaulted, policy, caller)
-    return context, clean, meta, defaulted
+        context, clean, source = _split(arguments, meta, _lenient(policy))
+        context, source = _claim(context, source, policy, caller)
+    return context, clean, meta, source == "policy", source
 
 
 @functools.cache
@@ -117,15 +130,15 @@ def _lenient(policy: ContextPolicy) -> ContextPolicy:
 
 
 def _claim(
-    context: ToolContext, defaulted: bool, policy: ContextPolicy, caller: Caller
-) -> tuple[ToolContext, bool]:
-    """Apply `caller`'s rules to a parsed context: (context, whether the policy defaulted it)."""
-    if not defaulted:
-        caller.check(context)
-        return context, False
-    session = caller.default_session(policy)  # inside the caller's tenant by construction
+    context: ToolContext, source: SessionSource, policy: ContextPolicy, caller: Caller
+) -> tuple[ToolContext, SessionSource]:
+    """Apply `caller`'s rules to a parsed context: (context, where its session came from)."""
+    if source != "policy":
+        caller.check(context, source)
+        return context, source
+    session = caller.default_session(policy)  # inside the caller's reach by construction
     if session is not None:
-        return ToolContext(session, context.assistant_id, context.thread_id), False
+        return ToolContext(session, context.assistant_id, context.thread_id), "caller"
     if policy.require_session:
         raise ContextError(SESSION_REQUIRED)
-    return context, True
+    return context, "policy"

@@ -20,12 +20,19 @@ Handlers never see them. Rules, all checked before anything else happens:
   ``max_id_bytes`` bytes of UTF-8, with no control characters;
 * one field given twice (camelCase and snake_case, or arguments and ``_meta``)
   must carry one value.
+
+The two places are two channels, and a call's parse says which one named its
+session (`SessionSource`): ``_meta`` is the host's alone, while a model that
+writes a tool's arguments can write ``__sessionId`` among them. A transport's
+`Caller` may therefore trust the one and not the other (stdio does, see
+`Caller.arguments_may_name_sessions`). A session both name, alike, counts as the
+host's.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 import attrs
 
@@ -39,6 +46,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "SESSION_REQUIRED",
     "ContextPolicy",
+    "SessionSource",
     "ToolContext",
     "extract_context",
     "inject_context",
@@ -92,6 +100,11 @@ SESSION_REQUIRED: Final = (
 )
 """What the strict policy says to a call that names no session."""
 
+SessionSource = Literal["meta", "arguments", "caller", "policy"]
+"""Where a call's session came from: the request's ``_meta`` (the host's channel), its
+arguments (``__sessionId``, which the model may have written), the caller's own default
+session (`Caller.default_session`), or the lenient policy's default one."""
+
 # Field name on ToolContext -> the spellings accepted in arguments and in _meta.
 _ARGUMENT_SPELLINGS: Final = {
     "__sessionId": "session_id",
@@ -109,6 +122,7 @@ _META_SPELLINGS: Final = {
     "threadId": "thread_id",
     "thread_id": "thread_id",
 }
+_META_PREFIX: Final = "_meta."  # how an error, and `_record`, name a field found in _meta
 _CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _ACCEPTED_ARGUMENTS: Final = ", ".join(_ARGUMENT_SPELLINGS)
@@ -181,11 +195,17 @@ def _unknown_field(
 
 
 def _record(found: dict[str, tuple[str, str]], field: str, source: str, value: str) -> None:
-    """Record `field`'s value, unless it was found already: then the two must agree."""
+    """Record `field`'s value, unless it was found already: then the two must agree.
+
+    Of two that agree, the ``_meta`` one is kept as the source: the host vouched for it.
+    """
     earlier = found.get(field)
     if earlier is None:
         found[field] = (source, value)
-    elif earlier[1] != value:
+    elif earlier[1] == value:
+        if source.startswith(_META_PREFIX):
+            found[field] = (source, value)
+    else:
         msg = (
             f"conflicting values for {field}: {earlier[0]!r} is {earlier[1]!r} "
             f"but {source!r} is {value!r}; send one value"
@@ -219,28 +239,32 @@ def _scan_meta(
     for key, value in meta.items():
         field = _META_SPELLINGS.get(key)
         if field is not None:
-            source = f"_meta.{key}"
+            source = _META_PREFIX + key
             _record(found, field, source, _check_id(source, value, policy))
         elif not isinstance(key, str):
             msg = f"_meta keys must be strings, got {_describe(key)} {key!r}"
             raise ContextError(msg)
         elif (near := meta_near_field(key)) is not None:
-            source = f"_meta.{key}"
+            source = _META_PREFIX + key
             raise _unknown_field(source, key, _CAMEL_CASE[near], _ACCEPTED_META)
 
 
 def _split(
     arguments: Mapping[str, Any], meta: Mapping[str, Any] | None, policy: ContextPolicy
-) -> tuple[ToolContext, dict[str, Any], bool]:
-    """Return (context, clean arguments, whether the session was defaulted)."""
+) -> tuple[ToolContext, dict[str, Any], SessionSource]:
+    """Return (context, clean arguments, where the session came from)."""
     found: dict[str, tuple[str, str]] = {}
     clean = _split_arguments(arguments, found, policy)
     if meta:
         _scan_meta(meta, found, policy)
     session = found.get("session_id")
-    defaulted = session is None
-    if defaulted and policy.require_session:
-        raise ContextError(SESSION_REQUIRED)
+    source: SessionSource
+    if session is None:
+        if policy.require_session:
+            raise ContextError(SESSION_REQUIRED)
+        source = "policy"
+    else:
+        source = "meta" if session[0].startswith(_META_PREFIX) else "arguments"
     assistant = found.get("assistant_id")
     thread = found.get("thread_id")
     context = ToolContext(
@@ -248,7 +272,7 @@ def _split(
         None if assistant is None else assistant[1],
         None if thread is None else thread[1],
     )
-    return context, clean, defaulted
+    return context, clean, source
 
 
 def extract_context(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -28,10 +27,12 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from actors import open_runtime
 from actors.server import MCP_PATH, http_app
 from actors.server._http import http_adapter
+from actors.server._logs import LISTENING as LISTENING  # the URL, as text or JSON
 from actors.server._options import build_modules
 from protocol import SERVICE_INFO_META_KEY
 
 if TYPE_CHECKING:
+    import re
     from collections.abc import AsyncIterator, Mapping, Sequence
     from pathlib import Path
     from typing import IO
@@ -49,7 +50,6 @@ SERVE = (sys.executable, "-m", "actors", "serve")
 CLUSTER = (sys.executable, "-m", "actors", "cluster")
 STARTUP_TIMEOUT = 60.0  # a loaded machine takes seconds to import the server
 CLUSTER_STARTUP_TIMEOUT = 240.0  # a local Ray instance first, then the shards: slow when busy
-LISTENING = re.compile(r"listening on (http://\S+)")
 
 
 def initialize_request(client: str, version: str = "2025-11-25") -> dict[str, Any]:
@@ -201,9 +201,14 @@ class RawServer:
         assert response["id"] == self._next_id, response
         return response
 
-    async def call(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """A tools/call; returns the JSON-RPC response."""
-        return await self.request("tools/call", {"name": name, "arguments": arguments})
+    async def call(
+        self, name: str, arguments: Mapping[str, Any], meta: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """A tools/call, with `meta` as its ``_meta`` if given; returns the JSON-RPC response."""
+        params = {"name": name, "arguments": arguments}
+        return await self.request(
+            "tools/call", params if meta is None else {**params, "_meta": meta}
+        )
 
     async def initialize(self, version: str = "2025-11-25") -> None:
         """The legacy handshake, asking for protocol `version`."""

@@ -100,12 +100,13 @@ async def _initialize(server: RawServer, lines: Lines) -> None:
     await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 
-def _call(request_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def _call(request_id: str, name: str, arguments: dict[str, Any], session: str) -> dict[str, Any]:
+    """A tools/call in `session`, named as a host names it: in ``_meta``."""
     return {
         "jsonrpc": "2.0",
         "id": request_id,
         "method": "tools/call",
-        "params": {"name": name, "arguments": arguments},
+        "params": {"name": name, "arguments": arguments, "_meta": {"sessionId": session}},
     }
 
 
@@ -139,9 +140,7 @@ async def _hammer_then_kill(url: str, round_number: int, ledger: Ledger) -> None
         session = SESSIONS[index % len(SESSIONS)]
         ledger.sent[text] = session
         # The request's id is the goal's text: each reply names what it acknowledges.
-        requests.append(
-            _call(text, "planning__create_goal", {"goal": text, "__sessionId": session})
-        )
+        requests.append(_call(text, "planning__create_goal", {"goal": text}, session))
     before = len(ledger.acknowledged)
     async with raw_server("--state", url) as server:
         lines = Lines(server)
@@ -171,7 +170,7 @@ async def _stored_goals(url: str) -> dict[str, list[tuple[str, str]]]:
         with trio.fail_after(_GUARD):
             await _initialize(server, lines)
             for session in SESSIONS:
-                await server.send(_call(session, "planning__list_goals", {"__sessionId": session}))
+                await server.send(_call(session, "planning__list_goals", {}, session))
                 reply = await lines.next()
                 assert reply is not None
                 assert reply["id"] == session, reply
@@ -221,7 +220,7 @@ async def test_memory_keeps_nothing_across_a_restart_and_the_default_file_keeps_
     for name, arguments in (("create_goal", {"goal": "kept?"}), ("list_goals", {})):
         async with raw_server(*state) as server:
             await server.initialize()
-            reply = await server.call(f"planning__{name}", {**arguments, "__sessionId": "s"})
+            reply = await server.call(f"planning__{name}", arguments, {"sessionId": "s"})
             replies.append(_text(reply))
             await server.close_stdin()
             assert await server.wait() == 0

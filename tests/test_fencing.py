@@ -158,7 +158,9 @@ async def _send_all(server: RawServer, calls: list[tuple[str, str]]) -> None:
                 "method": "tools/call",
                 "params": {
                     "name": "planning__create_goal",
-                    "arguments": {"goal": text, "__sessionId": session},
+                    "arguments": {"goal": text},
+                    # The host's channel: a stdio call's arguments stay in its own session.
+                    "_meta": {"sessionId": session},
                 },
             }
         )

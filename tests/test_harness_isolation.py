@@ -23,14 +23,18 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import anyio
 import pytest
 import trio
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+from mcp.server.mcpserver import MCPServer
 
 from actors.harness import (
     Budget,
     IsolationCheckError,
     IsolationReport,
+    NoVerdict,
+    Timeouts,
     ToolCall,
     check_isolation,
 )
@@ -42,8 +46,6 @@ from .leaky_servers.sdk_notes import Kind, notes_server
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
     from contextlib import AbstractAsyncContextManager
-
-    from mcp.server.mcpserver import MCPServer
 
 SERVERS: Final = Path(__file__).with_name("leaky_servers")
 EXAMPLE: Final = Path(__file__).parent.parent / "docs_src" / "harness" / "isolation_check.py"
@@ -194,6 +196,7 @@ async def test_actors_serve_sessions_that_name_one_shared_session_are_found_shar
     """The check is not vacuous against ``actors serve``: its reads do show watermarks, so
     sessions that all name one session (sharing it, as named sharing allows) leak."""
     command = [*SERVE, "--modules", "planning", "--state", "memory", "--log-level", "warning"]
+    command.append("--allow-session-naming")  # the sessions are named in the arguments
     async with stdio_connection(command) as session:
         report = await check_isolation(
             one_connection(session),
@@ -261,6 +264,56 @@ async def test_a_call_that_fails_stops_the_check_with_the_call_and_the_sequence(
     assert "list_notez" in message
     assert "failed" in message
     assert "open session 0" in message  # the sequence that led to it
+
+
+def hanging_notes(received: list[str]) -> MCPServer:
+    """A notes server whose tools take every call (noted in `received`) and never answer."""
+    server = MCPServer("hanging-notes")
+
+    @server.tool()
+    async def add_note(session: str, text: str) -> str:
+        """Never answers."""
+        received.append(f"add_note {text}")
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    @server.tool()
+    async def list_notes(session: str) -> str:
+        """Never answers."""
+        received.append(f"list_notes {session}")
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    return server
+
+
+@pytest.mark.timeout(240)  # the old check: 60 s a call, then up to 200 sequences replayed
+async def test_a_server_that_never_answers_is_no_verdict_at_its_first_calls_unshrunk() -> None:
+    """The check stops at the first step whose calls go unanswered: one sequence, no replay,
+    every call the server received named in the no-verdict."""
+    received: list[str] = []
+    async with Client(hanging_notes(received)) as client:
+        with pytest.raises(NoVerdict) as stopped:
+            await check_isolation(
+                one_connection(client.session),
+                write=SDK_WRITE,
+                read=SDK_READ,
+                timeouts=Timeouts(call=0.5),
+            )
+    verdict = stopped.value
+    assert verdict.examples == 1, str(verdict)
+    assert verdict.unanswered == verdict.calls == len(received), (str(verdict), received)
+    assert 1 <= len(received) <= Budget().batch
+    assert verdict.broken == 0
+    assert f"did not answer {len(received)} request" in str(verdict)
+    assert str(verdict).count("failed: no answer within 0.5 s") == len(received)
+
+
+@pytest.mark.parametrize("field", ["call", "open", "total"])
+@pytest.mark.parametrize("value", [0, -1.0, float("inf")])
+def test_timeouts_that_are_not_positive_seconds_are_refused(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=f"Timeouts.{field} must be a positive number"):
+        Timeouts(**{field: value})
 
 
 async def test_a_session_that_does_not_open_stops_the_check_naming_it() -> None:

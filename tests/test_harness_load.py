@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,7 @@ from actors.harness import (
     LoadResult,
     MixCall,
     MixError,
+    NoAnswer,
     StdioTarget,
     TargetError,
     load_mix,
@@ -42,6 +44,7 @@ from actors.harness import (
 )
 from actors.harness import Mix as MixOf
 from actors.harness._cli import main as bench_main
+from actors.harness._load import SILENCE_TIMEOUTS
 from benchmarks._fastmcp_peer import FASTMCP_VERSION, find_fastmcp
 
 from ._processes import descendants, left_after, run_leaving_nothing, running_with
@@ -514,3 +517,60 @@ def test_python_m_benchmarks_bench_is_mcp_actors_bench(capsys: pytest.CaptureFix
         suite_main(["bench", "--url", "http://127.0.0.1:9/mcp", "--calls", "1"])
     assert refused.value.code == 2
     assert "python -m benchmarks bench: error:" in capsys.readouterr().err
+
+
+# ---- servers that stop answering: a clear failure, not a hang ----------------------------
+
+UNANSWERING = ROOT / "tests" / "leaky_servers" / "unanswering.py"
+ENDLESS = ("--tool", "add_note", "--calls", "1000000", "--timeout", "0.5")
+"""A million calls of half a second each: before, a server that never answered held bench
+for days; now it stops after a few."""
+
+
+def _unanswering(mode: str) -> str:
+    return shlex.join([sys.executable, str(UNANSWERING), mode])
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    ("mode", "why"),
+    [
+        ("unlisted", "the server did not answer tools/list within 0.5 s"),
+        ("deaf", f"the server answered no call for {SILENCE_TIMEOUTS * 0.5:g} s"),
+        ("garbage", f"the server answered no call for {SILENCE_TIMEOUTS * 0.5:g} s"),
+        ("closes", "session 0's connection closed under call 0"),
+    ],
+)
+def test_bench_against_a_server_that_stops_answering_fails_naming_it(mode: str, why: str) -> None:
+    """tools/list never answered, calls never answered (or answered with what is not JSON),
+    or a server that exits at its first call: exit 1 with what happened, after a few calls."""
+    done = _bench("--command", _unanswering(mode), *ENDLESS)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"error: {why}" in done.stderr, done.stderr
+    assert "answers MCP on its transport" in done.stderr  # what to check
+    assert "Traceback" not in done.stderr
+    started = re.search(r"(\d+) calls? started in the phase", done.stderr)
+    if started is not None:  # every caller (one) waited out a few timeouts, no more
+        assert int(started.group(1)) <= SILENCE_TIMEOUTS + 1, done.stderr
+    if mode == "garbage":
+        assert "not JSON-RPC, the first: 'this is not JSON-RPC'" in done.stderr, done.stderr
+
+
+@pytest.mark.timeout(240)
+def test_bench_against_a_server_that_never_answers_initialize_fails_naming_it() -> None:
+    done = _bench("--command", _unanswering("mute"), "--open-timeout", "1", *ENDLESS)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "did not open an MCP session (NoAnswer: no answer to initialize within 1 s" in (
+        done.stderr
+    )
+
+
+@pytest.mark.usefixtures("no_process_left")
+async def test_a_load_run_whose_server_stops_answering_raises_no_answer() -> None:
+    """`run_load` itself: `NoAnswer`, a `TargetError`, naming the silence and its calls."""
+    target = StdioTarget((sys.executable, str(UNANSWERING), "deaf"))
+    plan = LoadPlan(mix=_mix(MixCall("add_note")), calls=1_000_000, timeout=0.5)
+    with pytest.raises(NoAnswer, match="answered no call for") as raised:
+        await run_load(target, plan, describe="deaf")
+    assert isinstance(raised.value, TargetError)
+    assert "failed unanswered since its last answer (timeout x" in str(raised.value)

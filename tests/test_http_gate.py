@@ -32,6 +32,7 @@ from starlette.requests import Request
 from actors.server import ServeOptions
 from actors.server._gate import RefusalLog, SessionTable
 from actors.server._http import _StaticTokens, identify_http_caller, origin_allowed
+from actors.server._shares import Principal
 from protocol import Caller
 
 from ._mcp_helpers import (
@@ -270,6 +271,9 @@ class TestIdentifyHttpCaller:
         assert raised.value.code == types.INVALID_REQUEST
 
 
+A, B = Principal("a"), Principal("b")
+
+
 class TestSessionTable:
     """The gate's view of each principal's open sessions (`SessionTable`)."""
 
@@ -289,23 +293,23 @@ class TestSessionTable:
     async def test_places_are_held_up_to_the_limit_per_principal(self) -> None:
         """Requests being served that may open a session hold places; a freed one is reusable."""
         table = SessionTable(2, 600.0)
-        assert [table.reserve("a") for _ in range(3)] == [True, True, False]
-        assert table.reserve("b")  # another principal has its own places
-        table.unreserve("a")  # that request opened nothing
-        assert table.held("a") == 1
-        assert table.reserve("a")
-        assert not table.reserve("a")
+        assert [table.reserve(A) is None for _ in range(3)] == [True, True, False]
+        assert table.reserve(B) is None  # another principal has its own places
+        table.unreserve(A)  # that request opened nothing
+        assert table.held(A) == 1
+        assert table.reserve(A) is None
+        assert table.reserve(A) is not None
 
     async def test_an_opened_session_holds_its_place_until_deleted(self) -> None:
         """Once its opening request is over the session alone holds the place."""
         table = SessionTable(1, 600.0)
-        open_session(table, "s1", "a")
-        assert table.held("a") == 1
-        assert not table.reserve("a")
-        assert table.enter("s1", "a", "/mcp") is not None
+        open_session(table, "s1", A)
+        assert table.held(A) == 1
+        assert table.reserve(A) is not None
+        assert table.enter("s1", A, "/mcp") is not None
         table.leave("s1", status=200, deleted=True)
-        assert table.held("a") == 0
-        assert table.reserve("a")
+        assert table.held(A) == 0
+        assert table.reserve(A) is None
 
     @pytest.mark.parametrize("status", [None, 400, 403, 405, 500])
     async def test_a_delete_that_did_not_succeed_keeps_the_session(
@@ -313,71 +317,71 @@ class TestSessionTable:
     ) -> None:
         """A DELETE refused, failed, or whose client left before the answer, ends nothing."""
         table = SessionTable(1, 600.0)
-        open_session(table, "s1", "a")
-        table.enter("s1", "a", "/mcp")
+        open_session(table, "s1", A)
+        table.enter("s1", A, "/mcp")
         table.leave("s1", status=status, deleted=True)
-        assert table.held("a") == 1
+        assert table.held(A) == 1
 
     @pytest.mark.parametrize("deleted", [False, True], ids=["GET", "DELETE"])
     async def test_a_404_for_the_session_ends_nothing(self, deleted: bool) -> None:
         """A 404 may come from the event store for a live session: only DELETE and idling end it."""
         table = SessionTable(1, 600.0)
-        open_session(table, "s1", "a")
-        table.enter("s1", "a", "/mcp")
+        open_session(table, "s1", A)
+        table.enter("s1", A, "/mcp")
         table.leave("s1", status=404, deleted=deleted)
-        assert table.held("a") == 1
+        assert table.held(A) == 1
 
     async def test_only_its_principal_at_its_path_reaches_a_session(self) -> None:
         """Another principal, another path or no id: not this session, so nothing it can free."""
         table = SessionTable(1, 600.0)
-        open_session(table, "s1", "a")
-        assert table.enter("s1", "b", "/mcp") is None
-        assert table.enter("s1", "a", "/elsewhere") is None
-        assert table.enter(None, "a", "/mcp") is None
-        assert table.enter("s2", "a", "/mcp") is None
-        assert table.version("s1", "a") == VERSION
-        assert table.version("s1", "b") is None
+        open_session(table, "s1", A)
+        assert table.enter("s1", B, "/mcp") is None
+        assert table.enter("s1", A, "/elsewhere") is None
+        assert table.enter(None, A, "/mcp") is None
+        assert table.enter("s2", A, "/mcp") is None
+        assert table.version("s1", A) == VERSION
+        assert table.version("s1", B) is None
         table.leave("unknown", status=404, deleted=True)  # not tracked: ignored
-        assert table.held("a") == 1
+        assert table.held(A) == 1
 
     async def test_an_idle_session_expires_after_the_timeout(
         self, mock_clock: trio.testing.MockClock
     ) -> None:
         """Idle time counts from the end of the last request; at the timeout the place is free."""
         table = SessionTable(1, 600.0)
-        open_session(table, "s1", "a")
+        open_session(table, "s1", A)
         mock_clock.jump(599.9)
-        assert table.held("a") == 1
+        assert table.held(A) == 1
         mock_clock.jump(0.1)
-        assert table.held("a") == 0
-        assert table.version("s1", "a") is None
+        assert table.held(A) == 0
+        assert table.version("s1", A) is None
 
     async def test_a_session_with_a_request_in_flight_never_expires(
         self, mock_clock: trio.testing.MockClock
     ) -> None:
         """A long request (an open GET stream) keeps its session; the clock restarts after it."""
         table = SessionTable(1, 600.0)
-        open_session(table, "s1", "a")
-        assert table.enter("s1", "a", "/mcp") is not None
+        open_session(table, "s1", A)
+        assert table.enter("s1", A, "/mcp") is not None
         mock_clock.jump(10_000)
-        assert table.held("a") == 1
+        assert table.held(A) == 1
         table.leave("s1", status=200, deleted=False)
         mock_clock.jump(599)
-        assert table.held("a") == 1
+        assert table.held(A) == 1
         mock_clock.jump(1)
-        assert table.held("a") == 0
+        assert table.held(A) == 0
 
     async def test_a_session_is_not_counted_twice_while_its_opening_request_ends(self) -> None:
         """Between the response naming the session and the request's end, it is one session."""
         table = SessionTable(2, 600.0)
-        assert table.reserve("a")
-        table.opened("s1", "a", VERSION, "/mcp")  # the response has started, not yet ended
-        assert table.held("a") == 1
+        assert table.reserve(A) is None
+        table.opened("s1", A, VERSION, "/mcp")  # the response has started, not yet ended
+        assert table.held(A) == 1
 
 
-def open_session(table: SessionTable, session_id: str, principal: str) -> None:
+def open_session(table: SessionTable, session_id: str, principal: Principal) -> None:
     """What the gate does for a request that opens `session_id`, from start to end."""
-    assert table.reserve(principal)
+    assert table.reserve(principal) is None
     table.opened(session_id, principal, VERSION, "/mcp")  # the place becomes the session's
     table.leave(session_id, status=200, deleted=False)
 

@@ -117,9 +117,11 @@ class TestDefaultSession:
         async with client_as(STDIO, store=store) as client:
             await client.call_tool("planning__create_goal", {"goal": "parent's"})
             seen = await client.call_tool(
-                "planning__list_goals", {"__sessionId": "connection-private"}
+                "planning__list_goals", {}, meta={"sessionId": "connection-private"}
             )
-            shared = await client.call_tool("planning__list_goals", {"__sessionId": "default"})
+            shared = await client.call_tool(
+                "planning__list_goals", {}, meta={"sessionId": "default"}
+            )
         assert "parent's" in text_of(seen)
         assert text_of(shared) == "No goals yet."
 
@@ -132,7 +134,9 @@ class TestDefaultSession:
                 await one.call_tool("planning__create_goal", {"goal": "one's"})
                 again = await one.call_tool("planning__list_goals", {})
                 seen = await other.call_tool("planning__list_goals", {})
-                shared = await other.call_tool("planning__list_goals", {"__sessionId": "default"})
+                shared = await other.call_tool(
+                    "planning__list_goals", {}, meta={"sessionId": "default"}
+                )
         assert "one's" in text_of(again)
         assert text_of(seen) == "No goals yet."
         assert text_of(shared) == "No goals yet."
@@ -240,9 +244,10 @@ class TestEndSession:
         """Not even one the caller may use: only the connection's own session ends."""
         store = MemoryStore()
         async with client_as(caller, store=store, allow_end_session=True) as client:
-            await client.call_tool("planning__create_goal", {"goal": "k", "__sessionId": "alpha/k"})
-            refused = await client.call_tool("session__end", {"__sessionId": "alpha/k"})
-            kept = await client.call_tool("planning__list_goals", {"__sessionId": "alpha/k"})
+            k = {"sessionId": "alpha/k"}  # named by the host: the stdio model could not
+            await client.call_tool("planning__create_goal", {"goal": "k"}, meta=k)
+            refused = await client.call_tool("session__end", {}, meta=k)
+            kept = await client.call_tool("planning__list_goals", {}, meta=k)
         own = caller.default_session(ContextPolicy())
         assert refused.is_error
         assert text_of(refused) == (

@@ -27,7 +27,11 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
 PING = {"jsonrpc": "2.0", "method": "ping"}
-GOAL = {"name": "planning__create_goal", "arguments": {"goal": "smuggled", "__sessionId": "s"}}
+GOAL = {
+    "name": "planning__create_goal",
+    "arguments": {"goal": "smuggled"},
+    "_meta": {"sessionId": "s"},  # the host's channel: a stdio model's arguments could not
+}
 SCRIPTED = (sys.executable, str(Path(__file__).with_name("_scripted_server.py")), "10")
 
 
@@ -235,7 +239,7 @@ class TestStdio:
                 await server.send(call)
             await server.send(message(id="end"))
             replies = await replies_until(server, "end")
-            listed = await server.call("planning__list_goals", {"__sessionId": "s"})
+            listed = await server.call("planning__list_goals", {}, {"sessionId": "s"})
         assert ids_of(replies) == [1.5, None, None, None, None, "end"]
         assert all(reply["error"]["code"] == types.INVALID_REQUEST for reply in replies[:-1])
         assert "id must be a string or an integer (MCP), got 1.5" in replies[0]["error"]["message"]
@@ -276,7 +280,7 @@ class TestStdio:
             ]
             await server.send(json.dumps(batch).encode())
             refused = await server.receive_json()
-            listed = await server.call("planning__list_goals", {"__sessionId": "s"})
+            listed = await server.call("planning__list_goals", {}, {"sessionId": "s"})
         assert [reply["id"] for reply in refused] == [1, "two"]
         assert f"not part of protocol version {version}" in refused[0]["error"]["message"]
         assert "smuggled" not in json.dumps(listed)
@@ -294,7 +298,7 @@ class TestStdio:
             ]
             await server.send(json.dumps(batch).encode())
             answered = await server.receive_json()
-            listed = await server.call("planning__list_goals", {"__sessionId": "s"})
+            listed = await server.call("planning__list_goals", {}, {"sessionId": "s"})
         by_id = {reply["id"]: reply for reply in answered}
         assert sorted(by_id, key=str) == [1.5, "a", "b", "i"]
         assert by_id["a"]["result"]["isError"] is False
@@ -311,7 +315,7 @@ class TestStdio:
             too_long = await server.receive()
             await server.send(b"[]")
             empty = await server.receive()
-            served = await server.call("planning__list_goals", {"__sessionId": "s"})
+            served = await server.call("planning__list_goals", {}, {"sessionId": "s"})
         assert too_long["id"] is None
         assert (
             "a batch holds at most 32 messages on this server; this one has 40"
@@ -382,7 +386,7 @@ class RawHttp:
         return json.dumps(json.loads(data))
 
 
-LIST = {"name": "planning__list_goals", "arguments": {"__sessionId": "s"}}
+LIST = {"name": "planning__list_goals", "arguments": {}, "_meta": {"sessionId": "s"}}
 
 
 @asynccontextmanager

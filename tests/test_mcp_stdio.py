@@ -72,12 +72,11 @@ class TestScenarios:
     async def test_two_sessions_are_isolated(self, era: Era) -> None:
         """Goals created in one session are not seen in another."""
         async with stdio_session(era=era) as session:
-            await session.call_tool(
-                "planning__create_goal", {"goal": "Learn Rust", "__sessionId": "s1"}
-            )
-            await session.call_tool("planning__create_goal", {"goal": "Bake", "__sessionId": "s2"})
-            one = await session.call_tool("planning__list_goals", {"__sessionId": "s1"})
-            two = await session.call_tool("planning__list_goals", {"__sessionId": "s2"})
+            s1, s2 = {"sessionId": "s1"}, {"sessionId": "s2"}  # the host names them in _meta
+            await session.call_tool("planning__create_goal", {"goal": "Learn Rust"}, meta=s1)
+            await session.call_tool("planning__create_goal", {"goal": "Bake"}, meta=s2)
+            one = await session.call_tool("planning__list_goals", {}, meta=s1)
+            two = await session.call_tool("planning__list_goals", {}, meta=s2)
         assert "Learn Rust" in texts(one)
         assert "Bake" not in texts(one)
         assert "Bake" in texts(two)
@@ -106,17 +105,16 @@ class TestScenarios:
     async def test_a_playbook_of_another_assistant_is_permission_denied(self) -> None:
         """The playbook store checks ownership and says so in an error result."""
         async with stdio_session() as session:
+            a1 = {"sessionId": "s", "assistantId": "a1"}
             created = await session.call_tool(
-                "playbook_store__create_playbook",
-                {"name": "deploy", "__sessionId": "s", "__assistantId": "a1"},
+                "playbook_store__create_playbook", {"name": "deploy"}, meta=a1
             )
             playbook = created.structured_content["id"]  # type: ignore[index]
-            mine = await session.call_tool(
-                "select_playbook", {"id": playbook, "__sessionId": "s", "__assistantId": "a1"}
-            )
+            mine = await session.call_tool("select_playbook", {"id": playbook}, meta=a1)
             theirs = await session.call_tool(
                 "builtin.playbook_store__select_playbook",
-                {"id": playbook, "__sessionId": "s", "__assistantId": "a2"},
+                {"id": playbook},
+                meta={"sessionId": "s", "assistantId": "a2"},
             )
         assert not mine.is_error
         assert theirs.is_error
@@ -125,20 +123,22 @@ class TestScenarios:
     async def test_content_is_searchable_and_results_carry_data_and_text(self) -> None:
         """add_content then search_content: text for the model, structuredContent for programs."""
         async with stdio_session() as session:
-            context = {"__sessionId": "docs"}
+            docs = {"sessionId": "docs"}
             await session.call_tool(
                 "content_store__add_content",
-                {"filename": "rust.md", "content": "Ownership and borrowing in Rust", **context},
+                {"filename": "rust.md", "content": "Ownership and borrowing in Rust"},
+                meta=docs,
             )
             await session.call_tool(
                 "content_store__add_content",
-                {"filename": "bread.md", "content": "Flour, water, salt, yeast", **context},
+                {"filename": "bread.md", "content": "Flour, water, salt, yeast"},
+                meta=docs,
             )
             found = await session.call_tool(
-                "content_store__search_content", {"query": "borrowing", **context}
+                "content_store__search_content", {"query": "borrowing"}, meta=docs
             )
             elsewhere = await session.call_tool(
-                "content_store__search_content", {"query": "borrowing", "__sessionId": "other"}
+                "content_store__search_content", {"query": "borrowing"}, meta={"sessionId": "other"}
             )
         assert found.structured_content is not None
         assert [hit["filename"] for hit in found.structured_content["results"]] == ["rust.md"]
@@ -150,21 +150,22 @@ class TestScenarios:
         """The workspace starts a program; its session polls it, another session cannot."""
         command = "python3 -c 'print(6 * 7)'"
         async with stdio_session("--allow-exec") as session:
+            w1 = {"sessionId": "w1"}
             started = await session.call_tool(
-                "workspace__execute_command", {"command": command, "__sessionId": "w1"}
+                "workspace__execute_command", {"command": command}, meta=w1
             )
             process_id = started.structured_content["processId"]  # type: ignore[index]
             with trio.fail_after(60):
                 while True:
                     polled = await session.call_tool(
-                        "workspace__poll_process", {"processId": process_id, "__sessionId": "w1"}
+                        "workspace__poll_process", {"processId": process_id}, meta=w1
                     )
                     assert polled.structured_content is not None
                     if polled.structured_content["status"] != "running":
                         break
                     await trio.sleep(0.05)
             stranger = await session.call_tool(
-                "workspace__poll_process", {"processId": process_id, "__sessionId": "w2"}
+                "workspace__poll_process", {"processId": process_id}, meta={"sessionId": "w2"}
             )
         assert polled.structured_content["status"] == "exited"
         assert polled.structured_content["stdout"] == "42\n"
@@ -219,12 +220,14 @@ class TestBadInput:
     async def test_oversized_arguments_are_refused_and_other_sessions_go_on(self) -> None:
         """A message over --max-request-bytes gets an error with its own id; state survives."""
         async with stdio_session("--max-request-bytes", "4096") as session:
-            await session.call_tool("planning__create_goal", {"goal": "kept", "__sessionId": "s"})
+            await session.call_tool(
+                "planning__create_goal", {"goal": "kept"}, meta={"sessionId": "s"}
+            )
             with pytest.raises(MCPError) as raised:
                 await session.call_tool(
-                    "planning__create_goal", {"goal": "x" * 10_000, "__sessionId": "big"}
+                    "planning__create_goal", {"goal": "x" * 10_000}, meta={"sessionId": "big"}
                 )
-            after = await session.call_tool("planning__list_goals", {"__sessionId": "s"})
+            after = await session.call_tool("planning__list_goals", {}, meta={"sessionId": "s"})
         assert raised.value.code == types.INVALID_REQUEST
         assert "at most 4096 bytes" in raised.value.message
         assert "kept" in texts(after)
@@ -238,7 +241,7 @@ class TestBadInput:
             await server.send(b"[1, 2, 3]")
             invalid = await server.receive_json()  # a batch of three non-messages: three errors
             await server.send(b"   ")  # a blank line is skipped, not answered
-            served = await server.call("planning__create_goal", {"goal": "g", "__sessionId": "s"})
+            served = await server.call("planning__create_goal", {"goal": "g"}, {"sessionId": "s"})
         assert parse_error["id"] is None
         assert parse_error["error"]["code"] == types.PARSE_ERROR
         assert parse_error["error"]["message"].startswith("Parse error: Invalid JSON")
@@ -252,7 +255,7 @@ class TestBadInput:
             await server.initialize()
             await server.send(b"z" * 50_000)
             refused = await server.receive()
-            served = await server.call("planning__list_goals", {"__sessionId": "s"})
+            served = await server.call("planning__list_goals", {}, {"sessionId": "s"})
         assert refused["id"] is None
         assert refused["error"]["message"].startswith("Invalid Request: the message is 50000 bytes")
         assert "result" in served
@@ -263,7 +266,7 @@ class TestBadInput:
             await server.initialize()
             await server.send(b'{"params": ' + b"[" * 5000 + b'], "id": 3}')
             refused = await server.receive()
-            served = await server.call("planning__list_goals", {"__sessionId": "s"})
+            served = await server.call("planning__list_goals", {}, {"sessionId": "s"})
         assert refused["id"] is None
         assert refused["error"]["message"].startswith("Invalid Request: the message is 5022 bytes")
         assert "result" in served
@@ -383,7 +386,7 @@ class TestAdapterInProcess:
         GATE.opened = trio.Event()
         async with open_runtime([gated], RuntimeConfig(call_timeout=0.05)) as runtime:
             async with Client(McpAdapter(runtime).server) as client:
-                result = await client.call_tool("wait_for_gate", {"__sessionId": "s"})
+                result = await client.call_tool("wait_for_gate", {}, meta={"sessionId": "s"})
         assert result.is_error
         assert "overran its 0.05 s deadline" in texts(result)
         assert service_of(result)["toolName"] == "wait_for_gate"
@@ -392,13 +395,13 @@ class TestAdapterInProcess:
 async def _start_sleeper(server: RawServer) -> int:
     """Start a 60-second sleeper in session 'w'; return its pid (which it prints)."""
     started = await server.call(
-        "workspace__execute_command", {"command": SLEEPER, "__sessionId": "w"}
+        "workspace__execute_command", {"command": SLEEPER}, {"sessionId": "w"}
     )
     process_id = started["result"]["structuredContent"]["processId"]
     with trio.fail_after(60):
         while True:
             polled = await server.call(
-                "workspace__poll_process", {"processId": process_id, "__sessionId": "w"}
+                "workspace__poll_process", {"processId": process_id}, {"sessionId": "w"}
             )
             stdout = polled["result"]["structuredContent"]["stdout"]
             if stdout:

@@ -55,9 +55,7 @@ async def test_pipes_are_served_without_worker_threads() -> None:
     async with raw_server("--state", "memory") as server:
         await server.initialize()
         for number in range(20):
-            response = await server.call(
-                "planning__create_goal", {"goal": f"g{number}", "__sessionId": "s"}
-            )
+            response = await server.call("planning__create_goal", {"goal": f"g{number}"})
             assert not response["result"]["isError"], response
         assert "serving MCP on stdio (pipes)" in server.log.text()
         # The threaded transport keeps a worker per read and write in trio's
@@ -105,7 +103,7 @@ def replies(lines: list[bytes]) -> dict[int, dict[str, Any]]:
 
 async def test_stderr_sharing_the_stdout_pipe_keeps_the_threaded_transport() -> None:
     # `2>&1`: non-blocking mode on the shared pipe would reach the log's writes.
-    call = tools_call(2, "planning__create_goal", {"goal": "Bake", "__sessionId": "s"})
+    call = tools_call(2, "planning__create_goal", {"goal": "Bake"})
     async with spawned(SERVE, subprocess.STDOUT) as process:
         lines = await exchange(process, wire(INITIALIZE, INITIALIZED, call), reply_id=2)
     assert b"serving MCP on stdio (worker threads)" in b"\n".join(lines)
@@ -173,7 +171,7 @@ def scripted_server(eof_grace: float = 10.0) -> tuple[str, ...]:
 
 async def test_stray_output_of_a_handler_misses_the_wire() -> None:
     """Printed (and left in sys.stdout's buffer) or written to fd 1: it all lands on stderr."""
-    call = tools_call(2, "scripted__shout", {"__sessionId": "s"})
+    call = tools_call(2, "scripted__shout", {})
     buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     with tempfile.TemporaryFile() as log:
         async with spawned(scripted_server(), log, env=buffered) as process:
@@ -190,7 +188,7 @@ async def test_stray_output_of_a_handler_misses_the_wire() -> None:
 
 async def test_a_handlers_child_reads_eof_not_the_wire() -> None:
     """fd 0 points at /dev/null while serving: no request bytes, no non-blocking pipe."""
-    call = tools_call(2, "scripted__child_stdin", {"__sessionId": "s"})
+    call = tools_call(2, "scripted__child_stdin", {})
     with tempfile.TemporaryFile() as log:
         async with spawned(scripted_server(), log) as process:
             lines = await exchange(process, wire(INITIALIZE, INITIALIZED, call), reply_id=2)
@@ -201,7 +199,7 @@ async def test_a_handlers_child_reads_eof_not_the_wire() -> None:
 
 async def test_a_client_closing_stdout_stops_the_server() -> None:
     """Nobody reads the replies: the server stops taking calls, says why, and exits 0."""
-    call = tools_call(2, "scripted__shout", {"__sessionId": "s"})
+    call = tools_call(2, "scripted__shout", {})
     with tempfile.TemporaryFile() as log:
         async with spawned(scripted_server(), log) as process:
             assert process.stdin is not None
@@ -222,11 +220,8 @@ async def test_calls_in_flight_at_eof_still_get_their_replies(
     stdin_kind: str, tmp_path: Path
 ) -> None:
     """A client that closes stdin right after its last request reads every reply."""
-    goals = [
-        tools_call(10 + n, "planning__create_goal", {"goal": f"g{n}", "__sessionId": "s"})
-        for n in range(5)
-    ]
-    listing = tools_call(20, "planning__list_goals", {"__sessionId": "s"})
+    goals = [tools_call(10 + n, "planning__create_goal", {"goal": f"g{n}"}) for n in range(5)]
+    listing = tools_call(20, "planning__list_goals", {})
     messages = wire(INITIALIZE, INITIALIZED, *goals, listing)
     requests = tmp_path / "requests.jsonl"
     requests.write_bytes(messages)
@@ -247,7 +242,7 @@ async def test_calls_in_flight_at_eof_still_get_their_replies(
 
 async def test_the_wait_for_replies_at_eof_is_bounded() -> None:
     """A call still running when the grace is over is answered "Connection closed"."""
-    nap = tools_call(2, "scripted__nap", {"seconds": 60, "__sessionId": "s"})
+    nap = tools_call(2, "scripted__nap", {"seconds": 60})
     with tempfile.TemporaryFile() as log:
         with trio.fail_after(60):
             result = await trio.run_process(
@@ -319,11 +314,10 @@ async def test_a_client_that_never_reads_cannot_grow_the_server() -> None:
     document = ("x" * 99 + "\n") * 9000
     async with raw_server() as server, trio.open_nursery() as nursery:
         await server.initialize()
-        session = {"__sessionId": "s"}
         added = await server.call(
-            "content_store__add_content", {"filename": "big", "content": document, **session}
+            "content_store__add_content", {"filename": "big", "content": document}
         )
-        read = {"id": added["result"]["structuredContent"]["id"], **session}
+        read = {"id": added["result"]["structuredContent"]["id"]}
         warm = await server.call("content_store__read_content", read)
         assert len(warm["result"]["structuredContent"]["content"]) == len(document) - 1
         pid = server.process.pid

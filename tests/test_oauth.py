@@ -141,9 +141,12 @@ class Issuer:
         key: Any = RSA_KEY,
         kid: str | None = "rsa-1",
         alg: str = "RS256",
+        typ: object = "JWT",
         **claims: Any,
     ) -> str:
-        """An access token for RESOURCE, tenant acme, subject alice; `claims` change it."""
+        """An access token for RESOURCE, tenant acme, subject alice; `claims` change it.
+
+        Its header's ``typ`` is PyJWT's default, ``JWT`` (None: no ``typ``)."""
         now = int(time.time())
         payload = {
             "iss": self.identifier,
@@ -156,7 +159,7 @@ class Issuer:
         }
         payload.update(claims)
         payload = {name: value for name, value in payload.items() if value is not OMIT}
-        headers = {} if kid is None else {"kid": kid}
+        headers = {"typ": typ} if kid is None else {"kid": kid, "typ": typ}
         return jwt.encode(payload, key, algorithm=alg, headers=headers)
 
     def claims(self, **claims: Any) -> dict[str, Any]:
@@ -487,8 +490,20 @@ class TestValidTokens:
         async with serving(issuer) as server, server.session(issuer.token()) as alice:
             await alice.call_tool("planning__create_goal", {"goal": "scratch"})
         log = "\n".join(record.getMessage() for record in caplog.records)
-        assert "caller=oauth:alice tenant='acme'" in log
+        assert "caller=oauth:acme/alice tenant='acme'" in log
         assert "session='acme/" in log
+
+    @pytest.mark.parametrize(
+        "typ", ["at+jwt", "application/at+jwt", "AT+JWT", "Application/At+Jwt", "JWT", None]
+    )
+    async def test_an_access_tokens_type_or_none_is_accepted(
+        self, issuer: Issuer, typ: str | None
+    ) -> None:
+        """RFC 9068's at+jwt in any case; also no typ, or the generic JWT that Keycloak,
+        Entra ID and Auth0 put on their access tokens (`ACCESS_TOKEN_TYPES`)."""
+        async with serving(issuer) as server:
+            accepted = await post_initialize(server, issuer.token(typ=typ))
+        assert accepted.status_code == 200, accepted.text
 
     @pytest.mark.parametrize(
         ("key", "kid", "alg"),
@@ -656,6 +671,14 @@ REFUSED_TOKENS: Final[dict[str, tuple[Any, str]]] = {
         lambda i: _hs256(i, _PUBLIC_PEM),
         "the token is signed with 'HS256'",
     ),
+    # Signed by the issuer's key, for this server, but not access tokens (RFC 9068 §4).
+    "logout-token": (
+        lambda i: i.token(typ="logout+jwt"),
+        "the token's type (typ 'logout+jwt') is not an access token's (at+jwt, RFC 9068)",
+    ),
+    "security-event": (lambda i: i.token(typ="secevent+jwt"), "(typ 'secevent+jwt') is not"),
+    "dpop-proof": (lambda i: i.token(typ="DPoP+JWT"), "(typ 'DPoP+JWT') is not"),
+    "typ-not-a-string": (lambda i: i.token(typ=["at+jwt"]), "(typ ['at+jwt']) is not"),
     "garbage": (lambda _i: "not-a-token-at-all", "the token is not a JWT"),
     "jwe-shaped": (lambda _i: "a.b.c.d.e", "the token is encrypted (a JWE)"),
     "bad-header": (lambda _i: "!!!.e30.sig", "the token's header cannot be read"),
@@ -1079,6 +1102,6 @@ async def test_a_real_server_serves_the_docs_client_and_survives_huge_headers(
     assert f"oauth: issuer {issuer.identifier}, audience '{RESOURCE}'" in log
     assert "tenant claim 'tenant', no gateways, required scopes mcp:tools" in log
     assert "oauth: 3 signing key(s) from " in log
-    assert "caller=oauth:alice tenant='acme'" in log
+    assert "caller=oauth:acme/alice tenant='acme'" in log
     assert "Traceback" not in log
     assert issuer.jwks_requests == 1

@@ -9,7 +9,7 @@ import logging
 import re
 import signal
 import subprocess
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx2
 import pytest
@@ -178,7 +178,7 @@ async def test_json_logs_keep_one_object_per_line_whatever_the_client_sends() ->
     hostile = 'x"\n2026-01-01 INFO actors.mcp: tools/call forged outcome=ok\u2028'
     async with raw_server("--state", "memory", "--log-format", "json") as server:
         await server.initialize()
-        await server.call("planning__create_goal", {"goal": "g", "__sessionId": "s1"})
+        await server.call("planning__create_goal", {"goal": "g"}, S1)
         await server.call(hostile, {})
         await server.close_stdin()
         await server.wait()
@@ -203,14 +203,19 @@ def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     }
 
 
+S1: Final = {"sessionId": "s1"}
+"""A call's ``_meta`` for session s1, named as a host names it."""
+
+
 def _call_sequence() -> list[tuple[str, dict[str, Any]]]:
-    """Three goals made, one list, one unknown tool, one bad argument: all in session s1."""
-    goals = [("planning__create_goal", {"goal": f"g{n}", "__sessionId": "s1"}) for n in range(3)]
+    """Three goals made, one list, one unknown tool, one bad argument: all in session s1
+    (`S1`, the calls' ``_meta``)."""
+    goals = [("planning__create_goal", {"goal": f"g{n}"}) for n in range(3)]
     return [
         *goals,
-        ("planning__list_goals", {"__sessionId": "s1"}),
-        ("planning__nope", {"__sessionId": "s1"}),
-        ("planning__create_goal", {"goal": 7, "__sessionId": "s1"}),
+        ("planning__list_goals", {}),
+        ("planning__nope", {}),
+        ("planning__create_goal", {"goal": 7}),
     ]
 
 
@@ -246,7 +251,7 @@ async def test_metrics_on_the_http_listener_take_its_gateway_tokens() -> None:
         async with server.session(TOKEN) as session:
             for name, arguments in _call_sequence():
                 with contextlib.suppress(Exception):  # the unknown tool is a JSON-RPC error
-                    await session.call_tool(name, arguments)
+                    await session.call_tool(name, arguments, meta=S1)
         metrics = f"{_base(server)}/metrics"
         assert (await http.get(metrics)).status_code == 401
         assert (await http.get(metrics, headers=bearer("not-" + TOKEN))).status_code == 401
@@ -264,7 +269,7 @@ async def test_a_stdio_server_serves_metrics_and_health_on_a_listener_of_its_own
         match = await server.log.wait_for(OPS_LISTENING, server.process)
         await server.initialize()
         for name, arguments in _call_sequence():
-            await server.call(name, arguments)
+            await server.call(name, arguments, S1)
         async with httpx2.AsyncClient() as http:
             base = match.group(1)
             scraped = await http.get(f"{base}/metrics")

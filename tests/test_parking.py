@@ -108,7 +108,7 @@ async def test_the_keys_turn_is_held_while_the_question_waits_and_no_other_key_w
             assert isinstance(first, types.InputRequiredResult)
             # Another key answers at once, while the question is pending.
             other = await session.call_tool(
-                "guests__listing", {"__sessionId": "elsewhere"}, allow_input_required=True
+                "guests__listing", {}, meta={"sessionId": "elsewhere"}, allow_input_required=True
             )
             assert text_of(other) == "nobody"
             # The same key's next call queues behind the waiting handler, in order.
@@ -197,7 +197,7 @@ async def test_beyond_the_parked_calls_of_a_caller_a_question_fails_at_once(
         first = await client.session.call_tool("guests__invite", {}, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult)
         second = await client.session.call_tool(
-            "guests__invite", {"__sessionId": "another"}, allow_input_required=True
+            "guests__invite", {}, meta={"sessionId": "another"}, allow_input_required=True
         )
     assert isinstance(second, types.CallToolResult)
     assert second.is_error
@@ -209,15 +209,15 @@ async def test_when_the_server_stops_a_waiting_question_fails_and_the_key_is_fre
     """A parked call whose client can no longer come back does not hold its key."""
     async with open_runtime([guests]) as runtime:
         async with connect(runtime, elicitation_callback=never_called) as client:
-            party = {"__sessionId": "party"}
+            party: dict[str, Any] = {"sessionId": "party"}  # the host names it, in _meta
             first = await client.session.call_tool(
-                "guests__invite", party, allow_input_required=True
+                "guests__invite", {}, meta=party, allow_input_required=True
             )
             assert isinstance(first, types.InputRequiredResult)
         # The server stopped serving; its questions failed: the key answers at once.
         with trio.fail_after(5):  # far less than the 60 s deadline a held key would take
             async with connect(runtime) as client:
-                seen = await client.call_tool("guests__listing", party)
+                seen = await client.call_tool("guests__listing", {}, meta=party)
     assert text_of(seen) == "nobody"
 
 

@@ -35,6 +35,7 @@ from actors.server._events import (
     _scope,
     _SessionScope,
 )
+from actors.server._shares import Principal
 
 from ._mcp_helpers import (
     bearer,
@@ -395,7 +396,7 @@ async def test_only_the_session_that_was_sent_an_event_can_resume_from_it(
 @contextmanager
 def in_session(serial: int, owner: str = "anonymous") -> Iterator[None]:
     """Act as a request of session `serial` opened by `owner` (what `SessionScopes` does)."""
-    token = _scope.set(_SessionScope(serial, owner))
+    token = _scope.set(_SessionScope(serial, Principal(owner)))
     try:
         yield
     finally:

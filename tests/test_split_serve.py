@@ -88,12 +88,16 @@ async def test_each_sessions_state_survives_a_restart_in_its_own_partition(
         async with stdio_session(*state) as client:
             for session in SESSIONS:
                 result = await client.call_tool(
-                    "planning__create_goal", {"goal": f"goal of {session}", "__sessionId": session}
+                    "planning__create_goal",
+                    {"goal": f"goal of {session}"},
+                    meta={"sessionId": session},  # named by the host
                 )
                 assert not result.is_error, texts(result)
         async with stdio_session(*state) as client:
             for session in SESSIONS:
-                result = await client.call_tool("planning__list_goals", {"__sessionId": session})
+                result = await client.call_tool(
+                    "planning__list_goals", {}, meta={"sessionId": session}
+                )
                 assert [goal for _, goal in listed_goals(texts(result))] == [f"goal of {session}"]
     ids = [partition_id(url) for url in urls]
     held = [sessions_held(url) for url in urls]

@@ -339,7 +339,7 @@ class TestImport:
         [line] = export_lines(exported)
         del line["stored"]["state"]["owner"]
         write_lines(exported, [line])
-        ran = await state("import", "--state", sqlite_url, str(exported))
+        ran = await state("import", "--state", sqlite_url, "--session", "s1", str(exported))
         assert (ran.code, ran.out) == (
             0,
             f"written 1, unchanged 0, refused 0 (of 1 key(s) in {exported})\n",
@@ -366,12 +366,12 @@ class TestImport:
         assert line["parts"] == {"goals:g1": {"stored": "first"}, "goals:g2": {"stored": "second"}}
         line["parts"] = {"goals:g2": {"stored": "second, edited"}}
         write_lines(exported, [line])
-        ran = await state("import", "--state", store_url, str(exported))
+        ran = await state("import", "--state", store_url, "--session", "s1", str(exported))
         assert ran.code == 0, ran.err
         async with open_store(store_url) as store, open_runtime([planning], store=store) as rt:
             result = await rt.call_tool("planning__list_goals", {"__sessionId": "s1"})
             assert result.first_text == "Goals (1):\n- g2: second, edited"
-        ran = await state("import", "--state", store_url, str(exported))
+        ran = await state("import", "--state", store_url, "--session", "s1", str(exported))
         assert "written 0, unchanged 0, refused 1" in ran.out  # the version moved on
 
     async def test_a_key_changed_since_the_export_is_refused_and_the_others_written(
@@ -389,13 +389,14 @@ class TestImport:
         async with open_store(sqlite_url) as store:
             await store.save(first, b"written after the export", 1)
 
-        ran = await state("import", "--state", sqlite_url, str(exported))
+        ran = await state("import", "--state", sqlite_url, "--all", str(exported))
         assert ran.code == 1
         assert ran.out == f"written 1, unchanged 0, refused 1 (of 2 key(s) in {exported})\n"
         assert (
-            f"error: {exported}: line 1: planning(session='s1') changed since the export "
-            "(expected version 1, found version 2); not written"
+            f"error: {exported}: line 1: planning(session='s1'): the stored state changed since "
+            "the export; not written"
         ) in ran.err
+        assert "version" not in ran.err  # what is stored now is not told
         now_first, now_second = await load(sqlite_url, first, second)
         assert now_first == Stored(2, b"written after the export")
         assert now_second is not None
@@ -414,10 +415,9 @@ class TestImport:
         taken = {**new, "key": {"module": "planning", "session": "s1"}}
         path = tmp_path / "new.jsonl"
         write_lines(path, [new, taken])
-        ran = await state("import", "--state", sqlite_url, str(path))
+        ran = await state("import", "--state", sqlite_url, "--all", str(path))
         assert ran.code == 1
-        changed = "line 2: planning(session='s1') changed since the export (expected nothing"
-        assert f"{changed} stored, found version 1)" in ran.err
+        assert "line 2: planning(session='s1'): the stored state changed since" in ran.err
         assert await load(sqlite_url, key("s9"), key("s1")) == [
             Stored(1, b'{"schema":1}'),
             Stored(1, PLAN),
@@ -429,7 +429,7 @@ class TestImport:
         await save(sqlite_url, [key("s1"), key("s2")])
         path = tmp_path / "all.jsonl"
         await state("export", "--state", sqlite_url, "--all", "--output", str(path))
-        ran = await state("import", "--state", sqlite_url, str(path))
+        ran = await state("import", "--state", sqlite_url, "--all", str(path))
         assert (ran.code, ran.out) == (
             0,
             f"written 0, unchanged 2, refused 0 (of 2 key(s) in {path})\n",
@@ -456,7 +456,7 @@ class TestImport:
         write_lines(path, lines)
         for session in ("s1", "s2"):
             assert (await state("delete", "--state", store_url, "--session", session)).code == 0
-        ran = await state("import", "--state", store_url, "-", stdin=path.read_bytes())
+        ran = await state("import", "--state", store_url, "--all", "-", stdin=path.read_bytes())
         assert ran.code == 0, ran.err
         assert await load(store_url, *blobs) == [Stored(1, blob) for blob in blobs.values()]
 
@@ -512,11 +512,188 @@ class TestImport:
         good = raw(key=f"{PLANNING}, {S1}", rest='"version": 1, "stored": {"changed": true}')
         path = tmp_path / "bad.jsonl"
         path.write_text(f"{good}\n{line}\n")
-        ran = await state("import", "--state", sqlite_url, str(path))
+        ran = await state("import", "--state", sqlite_url, "--all", str(path))
         assert (ran.code, ran.out) == (1, "")
         assert f"error: {path}: line 2: {problem}" in ran.err
         assert f"error: {path}: nothing was imported" in ran.err
         assert await load(sqlite_url, key("s1")) == [Stored(1, PLAN)]
+
+
+def nested(depth: int, inner: str = "1") -> str:
+    """JSON text: `inner` inside `depth` arrays."""
+    return "[" * depth + inner + "]" * depth
+
+
+class TestImportScope:
+    """An import writes only the keys of the scope it is given, and tells nothing of others."""
+
+    async def test_an_import_without_a_scope_is_a_usage_error(
+        self, sqlite_url: str, tmp_path: Path
+    ) -> None:
+        """No default scope: a whole-store backup says --all."""
+        await save(sqlite_url, [key("s1")])
+        path = tmp_path / "s1.jsonl"
+        path.write_text(raw(key=f"{PLANNING}, {S1}", rest='"version": 1, "stored": 2') + "\n")
+        ran = await state("import", "--state", sqlite_url, str(path))
+        assert (ran.code, ran.out) == (2, "")
+        assert "error: one of the arguments --session --tenant --all is required" in ran.err
+        assert await load(sqlite_url, key("s1")) == [Stored(1, PLAN)]
+
+    @pytest.mark.parametrize(
+        ("scope", "outside", "named"),
+        [
+            (("--tenant", "alpha"), key("beta/1"), "tenant 'alpha'"),
+            (("--tenant", "alpha"), key("alphabet"), "tenant 'alpha'"),
+            (("--tenant", "alpha"), key("beta/alpha"), "tenant 'alpha'"),
+            (("--session", "alpha/1"), key("alpha/2"), "session 'alpha/1'"),
+            (("--session", "alpha/1"), key("alpha"), "session 'alpha/1'"),
+            (
+                ("--tenant", "alpha", "--module", "planning"),
+                key("alpha/1", "content_store"),
+                "module 'planning' of tenant 'alpha'",
+            ),
+        ],
+    )
+    async def test_a_key_outside_the_scope_writes_nothing_on_any_try(
+        self,
+        store_url: str,
+        tmp_path: Path,
+        scope: tuple[str, ...],
+        outside: ActorKey,
+        named: str,
+    ) -> None:
+        """A file exported for one tenant, edited to name another's key, is refused as a
+        whole, however often it is tried and whatever version it gives: the other tenant's
+        key and the file's own keys stay as they were."""
+        mine = key("alpha/1")
+        await save(store_url, [mine, outside])
+        async with open_store(store_url) as store:  # the other key has moved on
+            for version in range(1, 5):
+                await store.save(outside, PLAN, version)
+        path = tmp_path / "edited.jsonl"
+        for version in [1, 5, None]:
+            other = {"key": {**_key_dict(outside)}, "version": version, "stored": {"x": 1}}
+            own = {"key": _key_dict(mine), "version": 1, "stored": {"mine": 1}}
+            write_lines(path, [own, other])
+            ran = await state("import", "--state", store_url, *scope, str(path))
+            assert (ran.code, ran.out) == (1, ""), ran.err
+            assert (
+                f"error: {path}: line 2: key: {outside} is outside the import's scope ({named})"
+            ) in ran.err
+            assert f"error: {path}: nothing was imported" in ran.err
+            assert await load(store_url, mine, outside) == [Stored(1, PLAN), Stored(5, PLAN)]
+
+    async def test_every_key_in_scope_is_written(self, store_url: str, tmp_path: Path) -> None:
+        """The tenant's own session and those under it; --all takes any."""
+        keys = [key("alpha"), key("alpha/1"), key("alpha/1", "content_store")]
+        await save(store_url, keys)
+        path = tmp_path / "alpha.jsonl"
+        write_lines(path, [{"key": _key_dict(k), "version": 1, "stored": {"n": 2}} for k in keys])
+        ran = await state("import", "--state", store_url, "--tenant", "alpha", str(path))
+        assert ran.code == 0, ran.err
+        assert ran.out == f"written 3, unchanged 0, refused 0 (of 3 key(s) in {path})\n"
+        ran = await state("import", "--state", store_url, "--all", str(path))
+        assert ran.code == 1  # the versions moved on: refused, not out of scope
+        assert "refused 3" in ran.out
+
+    async def test_a_refusal_does_not_tell_the_stored_version(
+        self, sqlite_url: str, tmp_path: Path
+    ) -> None:
+        """The refusal says the state changed, not what version it is at now: a version
+        learnt from it was all an edited file needed to overwrite the key on a second try."""
+        await save(sqlite_url, [key("s1")])
+        async with open_store(sqlite_url) as store:
+            for version in range(1, 7):
+                await store.save(key("s1"), PLAN, version)
+        path = tmp_path / "old.jsonl"
+        for version in [1, None]:
+            write_lines(
+                path, [{"key": _key_dict(key("s1")), "version": version, "stored": {"x": 1}}]
+            )
+            ran = await state("import", "--state", sqlite_url, "--session", "s1", str(path))
+            assert ran.code == 1
+            told = ran.err.replace(str(path), "FILE")
+            assert told == (
+                "python -m actors state: error: FILE: line 1: planning(session='s1'): the stored "
+                "state changed since the export; not written: export it again and redo the "
+                "change\n"
+            )
+        assert await load(sqlite_url, key("s1")) == [Stored(7, PLAN)]
+
+
+def _key_dict(each: ActorKey) -> dict[str, str | None]:
+    context = each.context
+    return {
+        "module": each.module,
+        "session": context.session_id,
+        "assistant": context.assistant_id,
+        "thread": context.thread_id,
+    }
+
+
+class TestImportNesting:
+    """Nesting is bounded before a line is parsed: a clear refusal, never a traceback."""
+
+    @pytest.mark.parametrize("depth", [257, 100_000])
+    async def test_a_line_nested_too_deep_is_refused_by_line_and_limit(
+        self, sqlite_url: str, tmp_path: Path, depth: int
+    ) -> None:
+        await save(sqlite_url, [key("s1")])
+        good = raw(key=f"{PLANNING}, {S1}", rest='"version": 1, "stored": 2')
+        # The line's own object is one level: the stored value nests depth - 1 deep.
+        deep = raw(key=f"{PLANNING}, {S1}", rest=f'"version": 1, "stored": {nested(depth - 1)}')
+        path = tmp_path / "deep.jsonl"
+        path.write_text(f"{good}\n\n{deep.replace(S1, S2.split(', ')[1])}\n")
+        ran = await state("import", "--state", sqlite_url, "--all", str(path))
+        assert (ran.code, ran.out) == (1, "")
+        assert "Traceback" not in ran.err
+        assert "RecursionError" not in ran.err
+        assert (
+            f"error: {path}: line 3: nests arrays and objects deeper than 256 levels (at character"
+        ) in ran.err
+        assert "the limit is 256" in ran.err
+        assert await load(sqlite_url, key("s1")) == [Stored(1, PLAN)]
+
+    async def test_a_line_at_the_limit_is_written_and_brackets_in_strings_do_not_count(
+        self, store_url: str, tmp_path: Path
+    ) -> None:
+        """256 levels, the line's own object among them; a string of brackets is text."""
+        value = nested(255)
+        text = '"' + "[{" * 10_000 + '\\"]}"'  # an escaped quote does not end the string
+        await save(store_url, [key("s3")])
+        path = tmp_path / "edge.jsonl"
+        write_lines(
+            path,
+            [
+                {"key": _key_dict(key("s1")), "version": None, "stored": json.loads(value)},
+                {"key": _key_dict(key("s2")), "version": None, "stored": json.loads(text)},
+            ],
+        )
+        ran = await state("import", "--state", store_url, "--all", str(path))
+        assert ran.code == 0, ran.err
+        assert await load(store_url, key("s1"), key("s2")) == [
+            Stored(1, value.encode()),
+            Stored(1, json.dumps(json.loads(text), separators=(",", ":")).encode()),
+        ]
+
+    async def test_a_stored_state_nested_too_deep_exports_as_text_and_imports_back(
+        self, sqlite_url: str, tmp_path: Path
+    ) -> None:
+        """Written by other means, a state too deep to parse safely is shown and exported as
+        ``stored_text``: no RecursionError, and its export imports (unchanged)."""
+        deep = nested(100_000).encode()
+        await save(sqlite_url, [key("s1")], deep)
+        ran = await state("show", "--state", sqlite_url, "--session", "s1", "--module", "planning")
+        assert ran.code == 0, ran.err
+        assert json.loads(ran.out)["stored_text"] == deep.decode()
+        path = tmp_path / "s1.jsonl"
+        ran = await state("export", "--state", sqlite_url, "--all", "--output", str(path))
+        assert ran.code == 0, ran.err
+        ran = await state("import", "--state", sqlite_url, "--session", "s1", str(path))
+        assert (ran.code, ran.out) == (
+            0,
+            f"written 0, unchanged 1, refused 0 (of 1 key(s) in {path})\n",
+        ), ran.err
 
 
 class TestDelete:

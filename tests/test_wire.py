@@ -11,11 +11,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import shutil
+import tracemalloc
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-import httptools
 import httpx2
 import pytest
 import trio
@@ -26,9 +27,10 @@ from actors.server._gate import RefusalLog
 from actors.server._http import _http_apps, http_adapter
 from actors.server._options import build_modules
 from actors.server._wire import FastStream, WireLimits, serve_wire
-from benchmarks._http_floors import BODY, HEADERS, TOOL
+from benchmarks._http_floors import BODY, EXPECTED, HEADERS, TOOL
 
-from ._mcp_helpers import initialize_request
+from ._http_responses import Response, Responses
+from ._mcp_helpers import http_server, initialize_request
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -126,47 +128,14 @@ async def _respond(send: Send, status: int, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-@attrs.define
-class Response:
-    """One response as the client parsed it."""
-
-    status: int
-    headers: dict[bytes, bytes]
-    body: bytes
-
-
 @attrs.define(eq=False)
-class Client:
+class Client(Responses):
     """A raw connection: bytes out, responses parsed by httptools' response parser."""
 
-    stream: trio.SocketStream
-    done: list[Response] = attrs.field(factory=list)
-    _headers: dict[bytes, bytes] = attrs.field(factory=dict)
-    _body: bytearray = attrs.field(factory=bytearray)
-    _parser: Any = None
-
-    def __attrs_post_init__(self) -> None:
-        self._parser = httptools.HttpResponseParser(self)
-
-    def on_message_begin(self) -> None:
-        self._headers, self._body = {}, bytearray()
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers[name.lower()] = value
-
-    def on_body(self, body: bytes) -> None:
-        self._body += body
-
-    def on_message_complete(self) -> None:
-        status = self._parser.get_status_code()
-        self.done.append(Response(status, self._headers, bytes(self._body)))
+    stream: trio.SocketStream = attrs.field(kw_only=True)
 
     async def send(self, data: bytes) -> None:
         await self.stream.send_all(data)
-
-    def feed(self, data: bytes) -> None:
-        """Parse `data`, read from the stream by the test itself."""
-        self._parser.feed_data(data)
 
     async def responses(self, count: int) -> list[Response]:
         """The first `count` responses, once they are in."""
@@ -174,7 +143,7 @@ class Client:
             while len(self.done) < count:
                 data = await self.stream.receive_some()
                 assert data, f"closed after {len(self.done)} of {count} responses"
-                self._parser.feed_data(data)
+                self.feed(data)
         return self.done[:count]
 
     async def closed(self) -> bool:
@@ -182,7 +151,7 @@ class Client:
         with trio.fail_after(DEADLINE):
             try:
                 while data := await self.stream.receive_some():
-                    self._parser.feed_data(data)
+                    self.feed(data)
             except trio.BrokenResourceError:
                 pass  # a reset is a close too
         return True
@@ -200,7 +169,7 @@ class Served:
         """A raw client connection, closed when the block ends."""
         stream = await trio.open_tcp_stream("127.0.0.1", self.port)
         async with stream:
-            yield Client(stream)
+            yield Client(stream=stream)
 
     async def get(self, path: str, extra: bytes = b"") -> Response:
         """One GET on a connection of its own."""
@@ -365,7 +334,7 @@ class TestLimits:
                     while not client.done:
                         await client.send(b"x" * 16384)
                         with trio.move_on_after(0.01):
-                            client._parser.feed_data(await client.stream.receive_some())
+                            client.feed(await client.stream.receive_some())
                 endless = await client.responses(1)
             after = await served.get("/")
         assert big.status == 431
@@ -407,11 +376,13 @@ class TestLimits:
             b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n",
             b"GET / HTTP/1.1\r\nHost: t\r\n folded\r\n",
             b"NOT HTTP AT ALL\r\n",
+            b"GET / HTTP/1.1\r\nHost: t\r\nX-Other: 1\r\nHost: evil.example\r\n",
         ],
-        ids=["cl-te", "te-cl", "cl-cl", "te-not-chunked", "folded", "garbage"],
+        ids=["cl-te", "te-cl", "cl-cl", "te-not-chunked", "folded", "garbage", "host-host"],
     )
     async def test_malformed_and_smuggling_requests_get_400_and_close(self, head: bytes) -> None:
-        """Refused before any app sees them; the connection ends; others are served."""
+        """Refused before any app sees them; the connection ends; others are served. Two Host
+        headers too (RFC 9112 §3.2): the front checks one, a proxy may route by the other."""
         toy = Toy()
         async with serving(toy) as served:
             async with served.connect() as client:
@@ -596,35 +567,51 @@ class TestFastHandler:
 _TOKEN: Final = "wire-test-token-0a1b2c3d"
 
 
+@attrs.frozen(eq=False)
+class Lean:
+    """``serve --http``'s app and fast handler on the wire, and the paths the app was asked."""
+
+    served: Served
+    app: Any
+    paths: list[str]
+
+
+@asynccontextmanager
+async def lean_serving(options: ServeOptions) -> AsyncIterator[Lean]:
+    """What ``serve --http`` serves with `options`, on the wire for the block."""
+    async with open_runtime(build_modules(options), options.runtime) as runtime:
+        apps = _http_apps(http_adapter(runtime, options), options, RefusalLog(), None, None)
+        assert apps.fast is not None
+        paths: list[str] = []
+
+        async def counted(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http":
+                paths.append(scope["path"])
+            await apps.app(scope, receive, send)
+
+        async with serving(counted, limits=WireLimits(), fast=apps.fast) as served:
+            yield Lean(served, apps.app, paths)
+
+
 class TestLeanWire:
     async def test_a_2026_call_is_answered_without_asgi_and_as_the_app_answers_it(
         self, caplog: pytest.LogCaptureFixture
     ) -> None:
         """The same bytes as through the app; a bad token falls to the app: its 401, logged once."""
         options = ServeOptions(http=("127.0.0.1", 0), tokens={_TOKEN: None})
-        async with open_runtime(build_modules(options), options.runtime) as runtime:
-            apps = _http_apps(http_adapter(runtime, options), options, RefusalLog(), None, None)
-            assert apps.fast is not None
-            paths: list[str] = []
-
-            async def counted(scope: Scope, receive: Receive, send: Send) -> None:
-                if scope["type"] == "http":
-                    paths.append(scope["path"])
-                await apps.app(scope, receive, send)
-
-            async with serving(counted, limits=WireLimits(), fast=apps.fast) as served:
-                base = f"http://127.0.0.1:{served.port}"
-                async with httpx2.AsyncClient(base_url=base, headers=HEADERS) as http:
-                    good = {"Authorization": f"Bearer {_TOKEN}"}
-                    fast = await http.post("/mcp", content=BODY, headers=good)
-                    assert paths == []
-                    bad = await http.post("/mcp", content=BODY, headers={"Authorization": "x"})
-                    assert paths == ["/mcp"]
-                transport = httpx2.ASGITransport(app=apps.app)
-                async with httpx2.AsyncClient(
-                    transport=transport, base_url=base, headers=HEADERS
-                ) as asgi:
-                    slow = await asgi.post("/mcp", content=BODY, headers=good)
+        async with lean_serving(options) as lean:
+            base = f"http://127.0.0.1:{lean.served.port}"
+            async with httpx2.AsyncClient(base_url=base, headers=HEADERS) as http:
+                good = {"Authorization": f"Bearer {_TOKEN}"}
+                fast = await http.post("/mcp", content=BODY, headers=good)
+                assert lean.paths == []
+                bad = await http.post("/mcp", content=BODY, headers={"Authorization": "x"})
+                assert lean.paths == ["/mcp"]
+            transport = httpx2.ASGITransport(app=lean.app)
+            async with httpx2.AsyncClient(
+                transport=transport, base_url=base, headers=HEADERS
+            ) as asgi:
+                slow = await asgi.post("/mcp", content=BODY, headers=good)
         assert fast.status_code == 200
         assert fast.content == slow.content
         assert json.loads(fast.content)["result"]["isError"] is False
@@ -659,34 +646,23 @@ class TestLeanWireInSessions:
         The front's prefix stays on the id; an id of another front's goes to the app (404)."""
         tokens = {_TOKEN: None}
         options = ServeOptions(http=("127.0.0.1", 0), tokens=tokens, session_id_prefix=prefix)
-        async with open_runtime(build_modules(options), options.runtime) as runtime:
-            apps = _http_apps(http_adapter(runtime, options), options, RefusalLog(), None, None)
-            paths: list[str] = []
-
-            async def counted(scope: Scope, receive: Receive, send: Send) -> None:
-                if scope["type"] == "http":
-                    paths.append(scope["path"])
-                await apps.app(scope, receive, send)
-
-            auth = {"Authorization": f"Bearer {_TOKEN}", "Accept": HEADERS["Accept"]}
-            async with serving(counted, limits=WireLimits(), fast=apps.fast) as served:
-                base = f"http://127.0.0.1:{served.port}"
-                async with httpx2.AsyncClient(base_url=base, headers=auth) as http:
-                    opened = await http.post("/mcp", json=initialize_request("wire"))
-                    session = opened.headers["mcp-session-id"]
-                    in_session = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
-                    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-                    await http.post("/mcp", json=initialized, headers=in_session)
-                    assert paths == ["/mcp", "/mcp"]
-                    fast = await http.post("/mcp", json=_in_session_call(2), headers=in_session)
-                    assert paths == ["/mcp", "/mcp"], "the call reached the ASGI app"
-                    foreign = {**in_session, "Mcp-Session-Id": "front-b." + session.split(".")[-1]}
-                    elsewhere = await http.post("/mcp", json=_in_session_call(3), headers=foreign)
-                transport = httpx2.ASGITransport(app=apps.app)
-                async with httpx2.AsyncClient(
-                    transport=transport, base_url=base, headers=auth
-                ) as asgi:
-                    slow = await asgi.post("/mcp", json=_in_session_call(2), headers=in_session)
+        auth = {"Authorization": f"Bearer {_TOKEN}", "Accept": HEADERS["Accept"]}
+        async with lean_serving(options) as lean:
+            base = f"http://127.0.0.1:{lean.served.port}"
+            async with httpx2.AsyncClient(base_url=base, headers=auth) as http:
+                opened = await http.post("/mcp", json=initialize_request("wire"))
+                session = opened.headers["mcp-session-id"]
+                in_session = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+                initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                await http.post("/mcp", json=initialized, headers=in_session)
+                assert lean.paths == ["/mcp", "/mcp"]
+                fast = await http.post("/mcp", json=_in_session_call(2), headers=in_session)
+                assert lean.paths == ["/mcp", "/mcp"], "the call reached the ASGI app"
+                foreign = {**in_session, "Mcp-Session-Id": "front-b." + session.split(".")[-1]}
+                elsewhere = await http.post("/mcp", json=_in_session_call(3), headers=foreign)
+            transport = httpx2.ASGITransport(app=lean.app)
+            async with httpx2.AsyncClient(transport=transport, base_url=base, headers=auth) as asgi:
+                slow = await asgi.post("/mcp", json=_in_session_call(2), headers=in_session)
         assert session.startswith("front-a.") == (prefix is not None)
         assert fast.status_code == 200
         assert fast.headers["content-type"] == "text/event-stream"
@@ -699,3 +675,151 @@ class TestLeanWireInSessions:
         assert elsewhere.status_code == 404  # "front-b.<id>": no session of this front's
         refused = [r for r in caplog.records if "without this front's prefix" in r.getMessage()]
         assert len(refused) == (prefix is not None)
+
+
+def chunked(path: bytes, body: bytes, trailers: bytes, head: bytes = b"Host: t\r\n") -> bytes:
+    """A chunked POST of `body` in one chunk, `head` (field lines) before, `trailers` after."""
+    return b"POST %b HTTP/1.1\r\n%bTransfer-Encoding: chunked\r\n\r\n%x\r\n%b\r\n0\r\n%b\r\n" % (
+        path,
+        head,
+        len(body),
+        body,
+        trailers,
+    )
+
+
+def _lean_head() -> bytes:
+    """The field lines of a 2026-era call (`HEADERS`) to a server on loopback."""
+    fields = {"Host": "127.0.0.1", **HEADERS}
+    return b"".join(
+        b"%b: %b\r\n" % (name.encode(), value.encode()) for name, value in fields.items()
+    )
+
+
+FLOOD_BYTES: Final = 2 << 20
+TRAILER_FLOODS: Final = {
+    "one-endless-field": (b"X-Long: ", b"v" * 16384, b"\r\n\r\n"),
+    "many-short-fields": (b"", b"X: y\r\n" * 2730, b"\r\n"),
+}
+"""How a trailer section starts, the piece repeated, and how it ends."""
+
+
+async def _flood(client: Client, piece: bytes, end: bytes) -> None:
+    """Send `piece` until `FLOOD_BYTES` are out, then `end`; stop once the server closes."""
+    with contextlib_suppress_broken():
+        for _ in range(FLOOD_BYTES // len(piece)):
+            await client.send(piece)
+        await client.send(end)
+
+
+class TestTrailers:
+    async def test_trailer_fields_never_become_headers(self) -> None:
+        """A chunked body's trailer fields are read and dropped: the app's headers are the
+        head's alone (RFC 9110 §6.5.1 forbids merging them)."""
+        toy = Toy()
+        async with serving(toy) as served, served.connect() as client:
+            await client.send(chunked(b"/", b"abc", b"X-Trailer: 1\r\nHost: evil.example\r\n"))
+            (answer,) = await client.responses(1)
+        assert json.loads(answer.body) == {"body": "abc", "more": False}
+        assert toy.scopes[0]["headers"] == [(b"host", b"t"), (b"transfer-encoding", b"chunked")]
+
+    async def test_a_token_sent_only_as_a_trailer_does_not_authenticate(self) -> None:
+        """``serve --http`` with a token: the token in the head, 200; the same token only in
+        a trailer, which a proxy in front never checks or strips, 401."""
+        options = ServeOptions(http=("127.0.0.1", 0), tokens={_TOKEN: None})
+        auth = b"Authorization: Bearer %b\r\n" % _TOKEN.encode()
+        async with lean_serving(options) as lean, lean.served.connect() as client:
+            await client.send(chunked(b"/mcp", BODY.encode(), b"", _lean_head() + auth))
+            await client.send(chunked(b"/mcp", BODY.encode(), auth, _lean_head()))
+            in_head, in_trailer = await client.responses(2)
+        assert in_head.status == 200
+        assert in_trailer.status == 401
+
+    @pytest.mark.parametrize("shape", sorted(TRAILER_FLOODS))
+    async def test_trailers_over_the_limit_get_431_and_close_in_bounded_memory(
+        self, shape: str
+    ) -> None:
+        """Invariant 5 (bounded resources): 2 MiB of trailer fields (one endless field, or
+        many short ones) under a 1 KiB header limit get 431 and a close, and the process
+        holds no more than a few reads of them at any moment (tracemalloc's peak)."""
+        start, piece, end = TRAILER_FLOODS[shape]
+        limits = attrs.evolve(SHORT, request_timeout=60.0)
+        async with serving(Toy(), limits=limits) as served, served.connect() as client:
+            await client.send(chunked(b"/", b"a", b"")[: -len(b"\r\n")] + start)
+            tracemalloc.start()
+            try:
+                baseline = tracemalloc.get_traced_memory()[0]
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_flood, client, piece, end)
+                    (answer,) = await client.responses(1)
+                    assert await client.closed()
+                    nursery.cancel_scope.cancel()
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+        assert answer.status == 431
+        assert answer.body == b"the trailer fields exceed 1024 bytes\n"
+        assert peak - baseline < FLOOD_BYTES // 4
+
+
+UPGRADE: Final = (
+    b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+    b"HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n"
+)
+"""What ``curl --http2`` adds to a request on plain HTTP."""
+
+
+class TestUpgrades:
+    @pytest.mark.parametrize(
+        "request_bytes",
+        [post(b"/", b"hello", UPGRADE), chunked(b"/", b"hello", b"", b"Host: t\r\n" + UPGRADE)],
+        ids=["content-length", "chunked"],
+    )
+    async def test_a_post_with_upgrade_is_served_with_its_body_then_closes(
+        self, request_bytes: bytes
+    ) -> None:
+        """No upgrade is offered (no 101): the body reaches the app whole, the answer says
+        Connection: close, and nothing sent after the request is read."""
+        toy = Toy()
+        async with serving(toy) as served, served.connect() as client:
+            await client.send(request_bytes + post(b"/", b"next"))
+            (answer,) = await client.responses(1)
+            assert await client.closed()
+        assert (answer.status, json.loads(answer.body)) == (200, {"body": "hello", "more": False})
+        assert answer.headers[b"connection"] == b"close"
+        assert (len(client.done), len(toy.scopes)) == (1, 1)
+
+    @pytest.mark.parametrize(
+        "head",
+        [
+            b"CONNECT t:443 HTTP/1.1\r\nHost: t:443\r\n",
+            b"GET / HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n",
+        ],
+        ids=["connect", "get-upgrade"],
+    )
+    async def test_connect_and_a_get_with_upgrade_are_answered_plainly_then_close(
+        self, head: bytes
+    ) -> None:
+        """No tunnel and no switch: one plain answer with Connection: close, nothing after it
+        read (after CONNECT, the bytes are the tunnel's)."""
+        toy = Toy()
+        async with serving(toy) as served, served.connect() as client:
+            await client.send(head + b"\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            (answer,) = await client.responses(1)
+            assert await client.closed()
+        assert answer.status == 200
+        assert answer.headers[b"connection"] == b"close"
+        assert (len(client.done), len(toy.scopes)) == (1, 1)
+
+    @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+    async def test_curl_http2_posts_a_call_to_serve_and_gets_its_result(self) -> None:
+        """``curl --http2 -d`` (``Upgrade: h2c`` on a POST) against ``serve --http``."""
+        headers = [arg for name, value in HEADERS.items() for arg in ("-H", f"{name}: {value}")]
+        async with http_server("--state", "memory") as server:
+            curl = ["curl", "-sSv", "--http2", "--max-time", "60", *headers, "-d", BODY]
+            result = await trio.run_process(
+                [*curl, server.url], capture_stdout=True, capture_stderr=True, check=False
+            )
+        assert b"Upgrade: h2c" in result.stderr  # what curl sent
+        assert result.returncode == 0, result.stderr.decode()
+        assert EXPECTED.encode() in result.stdout

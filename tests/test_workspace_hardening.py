@@ -755,11 +755,14 @@ def test_a_process_of_another_user_does_not_crash_the_supervisor() -> None:
 
     The supervisor's code runs as nobody, in a session of its own, against this
     test's process and group (root's); signal 0 only asks whether it may signal them.
+    Its source comes on stdin, read here: nobody may not be able to read the checkout
+    (a clone under a 0700 folder), nor enter it, so it runs from ``/``.
     """
     supervisor = Path(__file__).parent.parent / "actors" / "modules" / "_supervisor.py"
     code = (
-        "import runpy, sys\n"
-        "module = runpy.run_path(sys.argv[1], run_name='not_main')\n"
+        "import sys\n"
+        "module = {'__name__': 'not_main'}\n"
+        "exec(compile(sys.stdin.read(), sys.argv[1], 'exec'), module)\n"
         "module['_signal'](int(sys.argv[2]), 0)\n"
         "supervision = module['_Supervisor'](-1)\n"
         "supervision.command = int(sys.argv[3])\n"
@@ -769,6 +772,11 @@ def test_a_process_of_another_user_does_not_crash_the_supervisor() -> None:
     command = [*(as_nobody if os.geteuid() == 0 else []), sys.executable, "-I", "-S", "-c", code]
     targets = [str(supervisor), str(os.getpid()), str(os.getpgrp())]
     result = subprocess.run(
-        [*command, *targets], capture_output=True, check=False, start_new_session=True
+        [*command, *targets],
+        input=supervisor.read_bytes(),
+        capture_output=True,
+        check=False,
+        start_new_session=True,
+        cwd="/",
     )
     assert result.returncode == 0, result.stderr

@@ -11,7 +11,8 @@ returns a `LoadResult`, which `print_report` shows and `write_json` saves.
 `check_isolation` drives a server's sessions (a `Target`'s ``session``, or any
 factory of SDK client sessions) to write watermarks only they could know, and
 reports any session that sees another's, or loses its own (Hypothesis shrinks
-the sequence that shows it).
+the sequence that shows it). A server that stops answering is no verdict
+(`NoVerdict`, or `NoAnswer` from a target or a load run), within the `Timeouts`.
 """
 
 from ._cpu import MachineLoad as MachineLoad
@@ -23,6 +24,8 @@ from ._isolation import IsolationCheckError as IsolationCheckError
 from ._isolation import IsolationReport as IsolationReport
 from ._isolation import Leak as Leak
 from ._isolation import LostWrite as LostWrite
+from ._isolation import NoVerdict as NoVerdict
+from ._isolation import Timeouts as Timeouts
 from ._isolation import ToolCall as ToolCall
 from ._isolation import check_isolation as check_isolation
 from ._load import LATE_AFTER as LATE_AFTER
@@ -44,6 +47,7 @@ from ._report import to_json as to_json
 from ._report import write_json as write_json
 from ._targets import HttpTarget as HttpTarget
 from ._targets import InProcessTarget as InProcessTarget
+from ._targets import NoAnswer as NoAnswer
 from ._targets import StdioTarget as StdioTarget
 from ._targets import Target as Target
 from ._targets import TargetError as TargetError

@@ -17,13 +17,15 @@ import trio
 
 from .._argparse import Parser
 from ..server._cli import _positive_int, _positive_seconds, _seconds_or_zero
-from ._load import LoadPlan, first_of_ours, run_load
+from ._load import SILENCE_TIMEOUTS, LoadPlan, first_of_ours, run_load
 from ._mix import MixError, load_mix, one_tool_mix
 from ._report import print_report, write_json
 from ._targets import (
+    OPEN_TIMEOUT,
     HttpTarget,
     StdioTarget,
     TargetError,
+    quiet_sdk_garbage_logs,
     serve_command,
     serve_module_http,
     serve_module_in_process,
@@ -70,6 +72,10 @@ examples:
   mcp-actors bench --url http://127.0.0.1:8765/mcp --mix mix.toml \\
       --sessions 50 --callers 50 --duration 30
   mcp-actors bench --command "python server.py" --mix mix.toml --rate 200 --duration 20
+
+exit status: 0 measured; 1 the server failed: it did not start, did not open a
+session within --open-timeout, left tools/list or a setup call unanswered for
+--timeout, or answered no call for 3 times --timeout; 2 bad usage; 130 a signal.
 """
 
 
@@ -128,6 +134,14 @@ def _add_target_options(cli: argparse.ArgumentParser) -> None:
         type=_positive_int,
         help="with --url: the local server's process, to report its CPU time per call",
     )
+    group.add_argument(
+        "--open-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=OPEN_TIMEOUT,
+        help="a session not open in this long (the server started and its answer to "
+        f"initialize received) stops the run: no answer (default {OPEN_TIMEOUT:g})",
+    )
 
 
 def _add_mix_options(cli: argparse.ArgumentParser) -> None:
@@ -185,7 +199,8 @@ def _add_load_options(cli: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         type=_positive_seconds,
         default=30.0,
-        help="a call not answered in this long counts as a timeout (default 30)",
+        help="a call not answered in this long counts as a timeout (default 30); "
+        f"no call answered for {SILENCE_TIMEOUTS} times this long stops the run (exit 1)",
     )
     group.add_argument("--seed", type=int, help="seed the mix's draws and {random}")
     group.add_argument("--json", metavar="FILE", type=Path, help="also write the figures here")
@@ -318,18 +333,19 @@ async def run_until_signalled(
 @asynccontextmanager
 async def _target(args: argparse.Namespace) -> AsyncIterator[Target]:
     """The target the options name, its server running meanwhile if bench starts one."""
+    opening = args.open_timeout
     if args.url is not None:
-        yield HttpTarget(args.url, args.token, args.server_pid)
+        yield HttpTarget(args.url, args.token, args.server_pid, opening)
     elif args.command is not None:
-        yield StdioTarget(tuple(shlex.split(args.command)))
+        yield StdioTarget(tuple(shlex.split(args.command)), opening)
     elif args.http:
-        async with serve_module_http(args.module, args.state, args.token) as served:
+        async with serve_module_http(args.module, args.state, args.token, opening) as served:
             yield served
     elif args.in_process:
         async with serve_module_in_process(args.module, args.state) as in_process:
             yield in_process
     else:
-        yield StdioTarget(tuple(serve_command(args.module, args.state)))
+        yield StdioTarget(tuple(serve_command(args.module, args.state)), opening)
 
 
 async def _measure(args: argparse.Namespace, plan: LoadPlan, prog: str) -> LoadResult:
@@ -341,10 +357,12 @@ async def _measure(args: argparse.Namespace, plan: LoadPlan, prog: str) -> LoadR
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors bench") -> int:
-    """Run ``bench`` with `argv`; the exit code: 0 measured, 1 the server failed, 2 bad usage."""
+    """Run ``bench`` with `argv`; the exit code: 0 measured, 1 the server failed (it did not
+    start, or stopped answering), 2 bad usage, 130 a signal ended it."""
     cli = parser(prog)
     args = cli.parse_args(sys.argv[1:] if argv is None else list(argv))
     _check_target(cli, args)
+    quiet_sdk_garbage_logs()
     if args.json is not None and not args.json.parent.is_dir():
         cli.error(f"--json: the folder {args.json.parent} does not exist")
     plan = _plan(cli, args)

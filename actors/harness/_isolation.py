@@ -14,6 +14,7 @@ so that this module needs Hypothesis only then.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -34,6 +35,8 @@ __all__ = [
     "IsolationReport",
     "Leak",
     "LostWrite",
+    "NoVerdict",
+    "Timeouts",
     "ToolCall",
     "check_isolation",
     "check_templates",
@@ -50,9 +53,44 @@ up for the session, and the text the session's setup call returned."""
 class IsolationCheckError(Exception):
     """The check could not run as described: a bad template, or a call that failed.
 
-    Not a verdict on isolation: a tool error result, a protocol error or a session that
-    would not open stops the check, with the sequence of calls that led to it.
+    Not a verdict on isolation: a tool error result, a JSON-RPC error answer or a
+    session that would not open stops the check at once (nothing is shrunk), with the
+    sequence of calls that led to it. `NoVerdict`, a subclass, is a server that stopped
+    answering.
     """
+
+
+class NoVerdict(IsolationCheckError):
+    """The server stopped answering, so the check has no verdict; raised at once, unshrunk.
+
+    A call (or a session's opening) went unanswered within its timeout, its connection
+    closed under it, or it was answered with what is not an MCP answer; or the check's
+    total time ran out before it had one. The message names the calls, why each failed,
+    the sequence that led to them, and what to check.
+    """
+
+    def __init__(
+        self, message: str, *, unanswered: int, broken: int, examples: int, calls: int
+    ) -> None:
+        super().__init__(message)
+        self.unanswered = unanswered
+        """Calls and openings not answered within their timeout (or the total time)."""
+        self.broken = broken
+        """Calls whose connection closed, or whose answer was not MCP."""
+        self.examples = examples
+        """Sequences run, the one that stopped included."""
+        self.calls = calls
+        """Calls made, setup calls included."""
+
+    def noting(self, text: str) -> NoVerdict:
+        """The same no-verdict, `text` added to its message (what the transport saw)."""
+        return NoVerdict(
+            f"{self}{text}",
+            unanswered=self.unanswered,
+            broken=self.broken,
+            examples=self.examples,
+            calls=self.calls,
+        )
 
 
 def _strings(value: object) -> list[str]:
@@ -149,6 +187,28 @@ class Budget:
             if not isinstance(value, int) or value < least:
                 msg = f"Budget.{field} must be an integer >= {least}, not {value!r}"
                 raise ValueError(msg)
+
+
+def _positive_seconds(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not isinstance(value, int | float) or not 0 < value < math.inf:
+        msg = f"Timeouts.{attribute.name} must be a positive number of seconds, not {value!r}"
+        raise ValueError(msg)
+
+
+@final
+@attrs.frozen
+class Timeouts:
+    """How long the check waits, in seconds, before it stops with `NoVerdict`.
+
+    `call` bounds each tool call, the setup call's included (and closing a session);
+    `open` a session's opening (a stdio server's start and its answer to ``initialize``);
+    `total` the whole check, shrinking included: a failure found by then is reported as
+    far as it was shrunk, and without one the check stops with no verdict.
+    """
+
+    call: float = attrs.field(default=10.0, validator=_positive_seconds)
+    open: float = attrs.field(default=60.0, validator=_positive_seconds)
+    total: float = attrs.field(default=300.0, validator=_positive_seconds)
 
 
 @final
@@ -253,6 +313,7 @@ async def check_isolation(
     setup: ToolCall | None = None,
     budget: Budget | None = None,
     all_writes_visible: bool = True,
+    timeouts: Timeouts | None = None,
 ) -> IsolationReport:
     """Check that no session of a server ever sees another's state; shrink what fails.
 
@@ -263,8 +324,10 @@ async def check_isolation(
     runs once when a session opens, and the text it returns (stripped) fills `SETUP`.
     With `all_writes_visible` (the default), a read must show every watermark its session
     wrote and had acknowledged before the read was sent; turn it off for a server that
-    shows only recent history. Every call must succeed: an error result or a protocol
-    error raises `IsolationCheckError`, with the sequence that led to it.
+    shows only recent history. Every call must succeed: an error result or a JSON-RPC
+    error answer raises `IsolationCheckError` at once, with the sequence that led to it;
+    a call unanswered within `timeouts` (`Timeouts()` by default), a connection that
+    closed, or an answer that is not MCP raises `NoVerdict` at once; neither is shrunk.
     """
     check_templates(write, read, setup)
     try:
@@ -272,5 +335,7 @@ async def check_isolation(
     except ImportError as exc:  # Hypothesis is the harness extra's, not the runtime's
         msg = f"the isolation check needs Hypothesis ({exc}): pip install 'mcp-actors[harness]'"
         raise IsolationCheckError(msg) from None
-    plan = _isolation_machine.Plan(write, read, setup, budget or Budget(), all_writes_visible)
+    plan = _isolation_machine.Plan(
+        write, read, setup, budget or Budget(), all_writes_visible, timeouts or Timeouts()
+    )
     return await _isolation_machine.run(factory, plan)

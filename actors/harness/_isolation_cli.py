@@ -10,8 +10,11 @@ check's sessions map onto the server follows from the templates:
   HTTP client), and the connection is what the server keys its state by.
 
 Exit status: 0 the check passed, 1 it found a leak or a lost write, 2 bad usage,
-3 it could not run (the server would not start, or a call failed), 130 a signal
-ended it.
+3 it could not run (the server would not start, or a call answered an error), 4 no
+verdict (the server stopped answering: a call or a session's opening unanswered
+within its timeout, a connection closed mid-call, an answer that is not MCP; or
+``--max-time`` ran out), 130 a signal ended it. Neither 3 nor 4 is shrunk: the check
+stops at the first call that fails.
 """
 
 from __future__ import annotations
@@ -24,25 +27,29 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from ..server._cli import _positive_int
+from ..server._cli import _positive_int, _positive_seconds
 from ._cli import _check_target, _target, run_until_signalled, targeting_parser
 from ._isolation import (
     SESSION,
     SETUP,
     Budget,
     IsolationCheckError,
+    NoVerdict,
+    Timeouts,
     ToolCall,
     check_isolation,
     check_templates,
 )
-from ._targets import TargetError
+from ._load import unwrapped
+from ._targets import NoAnswer, TargetError, garbage_note, quiet_sdk_garbage_logs
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
     from mcp import ClientSession
 
-    from ._isolation import IsolationReport
+    from ._isolation import IsolationReport, SessionFactory
+    from ._targets import Target
 
 __all__ = ["main", "parser"]
 
@@ -71,11 +78,19 @@ examples:
       --write 'add_note {"session_id": "{setup}", "text": "{mark}"}' \\
       --read 'list_notes {"session_id": "{setup}"}'
 
-exit status: 0 passed, 1 a leak or a lost write, 2 bad usage, 3 could not run.
+timeouts: a call unanswered for --call-timeout, a session not open within
+--open-timeout, a connection closed mid-call or an answer that is not MCP stops
+the check at once (nothing is shrunk) with no verdict, exit 4; so does a check
+still running after --max-time (a failure found by then is reported, exit 1).
+
+exit status: 0 passed, 1 a leak or a lost write, 2 bad usage, 3 could not run
+(the server did not start, or a call answered an error), 4 no verdict (the
+server stopped answering).
 """
 
 _FAILED: Final = 1
 _COULD_NOT_RUN: Final = 3
+_NO_VERDICT: Final = 4
 _SIGNALLED: Final = 130
 
 
@@ -115,6 +130,23 @@ def parser(prog: str = "mcp-actors check-isolation") -> argparse.ArgumentParser:
         action="store_true",
         help=("the server shows only recent history: a read need not show every write"),
     )
+    timeouts = Timeouts()
+    calls.add_argument(
+        "--call-timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=timeouts.call,
+        help=f"a call unanswered in this long stops the check: no verdict "
+        f"(default {timeouts.call:g})",
+    )
+    calls.add_argument(
+        "--max-time",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=timeouts.total,
+        help="the longest the search, shrinking included, may run: no verdict after it "
+        f"unless a failure was found (default {timeouts.total:g})",
+    )
     budget = cli.add_argument_group("budget (how hard it searches)")
     defaults = Budget()
     for name, what in (
@@ -145,19 +177,33 @@ async def _shared(session: ClientSession) -> AsyncIterator[ClientSession]:
     yield session  # the one connection stays open for the whole check
 
 
-async def _check(args: argparse.Namespace, budget: Budget) -> IsolationReport:
-    calls = {"write": args.write, "read": args.read, "setup": args.setup}
-    visible = not args.recent_only
+async def _check(args: argparse.Namespace, budget: Budget, timeouts: Timeouts) -> IsolationReport:
+    check = functools.partial(
+        check_isolation,
+        write=args.write,
+        read=args.read,
+        setup=args.setup,
+        budget=budget,
+        all_writes_visible=not args.recent_only,
+        timeouts=timeouts,
+    )
     async with _target(args) as target:
-        if not _one_connection(args.write, args.read, args.setup):
-            return await check_isolation(
-                target.session, budget=budget, all_writes_visible=visible, **calls
-            )
-        async with target.session() as session:
-            factory = functools.partial(_shared, session)
-            return await check_isolation(
-                factory, budget=budget, all_writes_visible=visible, **calls
-            )
+        try:
+            if not _one_connection(args.write, args.read, args.setup):
+                return await check(target.session)
+            return await unwrapped(_on_one_connection(target, check), (IsolationCheckError,))
+        except NoVerdict as exc:  # what the transport saw may say why
+            raise exc.noting(garbage_note(target)) from None
+        except NoAnswer as exc:
+            raise exc.noting_garbage(target) from None
+
+
+async def _on_one_connection(
+    target: Target, check: Callable[[SessionFactory], Awaitable[IsolationReport]]
+) -> IsolationReport:
+    """`check` with every session on one connection to `target`, held open meanwhile."""
+    async with target.session() as session:
+        return await check(functools.partial(_shared, session))
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors check-isolation") -> int:
@@ -168,11 +214,16 @@ def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors check-isolat
     try:
         check_templates(args.write, args.read, args.setup)
         budget = Budget(args.examples, args.steps, args.sessions, args.batch, args.shrinks)
+        timeouts = Timeouts(args.call_timeout, args.open_timeout, args.max_time)
     except ValueError as exc:
         cli.error(str(exc))
-    check = functools.partial(_check, args, budget)
+    quiet_sdk_garbage_logs()
+    check = functools.partial(_check, args, budget, timeouts)
     try:
         report = trio.run(run_until_signalled, check, (IsolationCheckError,))
+    except (NoVerdict, NoAnswer) as exc:
+        print(f"{prog}: no verdict: {exc}", file=sys.stderr)
+        return _NO_VERDICT
     except (IsolationCheckError, TargetError) as exc:
         print(f"{prog}: could not run the check: {exc}", file=sys.stderr)
         return _COULD_NOT_RUN

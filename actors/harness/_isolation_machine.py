@@ -9,11 +9,18 @@ SDK session is entered and left in one task) until the machine closes it.
 Only watermarks of the running sequence are judged: a leaky server keeps earlier
 sequences' watermarks, and counting those would shrink every leak to "open a session,
 read" on a server that already holds them; a sequence must show its leak on its own.
+
+Shrinking is for leaks and lost writes only. A call that fails stops the search at once
+(`_Stop`, no `Exception`, which Hypothesis re-raises without replaying anything): each
+replay of a server that does not answer would wait out its timeout again, and an error
+shrunk to a shorter sequence says nothing more about isolation. Every wait on the server
+is bounded by its timeout and by what is left of the check's total time.
 """
 
 from __future__ import annotations
 
 import secrets
+import time
 from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
@@ -37,8 +44,11 @@ from ._isolation import (
     IsolationReport,
     Leak,
     LostWrite,
+    NoVerdict,
+    Timeouts,
     ToolCall,
 )
+from ._targets import NoAnswer, counted
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -47,10 +57,21 @@ if TYPE_CHECKING:
 
 __all__ = ["Plan", "run"]
 
-CALL_TIMEOUT: Final = 60.0
-"""Seconds a call or a session's opening may take before the check stops with an error."""
 WRITE: Final = "write"
 READ: Final = "read"
+UNANSWERED: Final = "unanswered"
+"""A call or an opening without an answer in time: no verdict."""
+BROKEN: Final = "broken"
+"""A call whose connection closed, or whose answer was not MCP: no verdict."""
+REFUSED: Final = "refused"
+"""A call answered with an error (a result or JSON-RPC): the check was described wrongly."""
+OUT_OF_TIME: Final = "out of time"
+"""A call or an opening cut short by the check's total time: the search ends there."""
+_SHOWN: Final = 300  # characters of an error quoted on a call's line
+_HINT: Final = (
+    "check that the server is running and answers MCP on its transport (over stdio, "
+    "nothing but JSON-RPC messages on its stdout), or give a slow one longer"
+)
 
 
 @final
@@ -63,6 +84,7 @@ class Plan:
     setup: ToolCall | None
     budget: Budget
     all_writes_visible: bool
+    timeouts: Timeouts
 
 
 class _Failure(AssertionError):
@@ -80,7 +102,25 @@ class _Failure(AssertionError):
 
 
 class _Enough(BaseException):
-    """The shrinking budget is spent: stops Hypothesis, which re-raises what is no Exception."""
+    """The shrinking budget or the total time is spent: stops Hypothesis, which re-raises
+    what is no Exception."""
+
+
+class _Stop(BaseException):
+    """A call failed: stops Hypothesis at once, unshrunk, with the error to raise."""
+
+    def __init__(self, error: IsolationCheckError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _CallFailed(Exception):
+    """A call or an opening failed, on the trio side: how (`UNANSWERED`, …) and why."""
+
+    def __init__(self, kind: str, why: str) -> None:
+        super().__init__(why)
+        self.kind = kind
+        self.why = why
 
 
 @attrs.define
@@ -88,34 +128,35 @@ class _Tally:
     """Counts over every sequence of one check, and the best failure seen."""
 
     shrinks: int
+    deadline: float
+    """When the check's total time runs out, `time.monotonic()`'s."""
+    started: int = 0
+    """Sequences begun, the empty ones Hypothesis also tries included: what `shrinks` counts."""
     examples: int = 0
+    """Sequences that made a call (opened a session): what the report counts."""
     sessions: int = 0
     calls: int = 0
     best: _Failure | None = None
-    error: tuple[IsolationCheckError, int] | None = None
-    """The error that stopped the shortest sequence, and its length."""
     first_failure: int | None = None
-    """The number of the sequence that failed or stopped first."""
+    """The number of the sequence that failed first."""
+    out_of_time: bool = False
 
     def found(self, failure: _Failure) -> None:
         """Keep `failure` if it is the best so far."""
         if self.first_failure is None:
-            self.first_failure = self.examples
+            self.first_failure = self.started
         if self.best is None or failure.rank() < self.best.rank():
             self.best = failure
 
-    def stopped(self, error: IsolationCheckError, length: int) -> None:
-        """Keep `error` if it came after the shortest sequence so far; start the budget."""
-        if self.first_failure is None:
-            self.first_failure = self.examples
-        if self.error is None or length < self.error[1]:
-            self.error = (error, length)
-
     def start(self) -> None:
-        """Count a new sequence; `_Enough` once `shrinks` have run since the first failure."""
-        if self.first_failure is not None and self.examples - self.first_failure >= self.shrinks:
+        """Count a new sequence; `_Enough` once `shrinks` have run since the first failure,
+        or the total time has run out."""
+        if self.first_failure is not None and self.started - self.first_failure >= self.shrinks:
             raise _Enough
-        self.examples += 1
+        if time.monotonic() >= self.deadline:
+            self.out_of_time = True
+            raise _Enough
+        self.started += 1
 
 
 @attrs.define(eq=False)
@@ -141,36 +182,81 @@ class _Done:
     line: str
     sent: int
     text: str = ""
-    error: str | None = None
+    failure: _CallFailed | None = None
 
 
 @final
 class _Host:
     """The trio side: opens sessions in tasks of its nursery and makes calls on them."""
 
-    def __init__(self, nursery: trio.Nursery, factory: SessionFactory) -> None:
+    def __init__(
+        self, nursery: trio.Nursery, factory: SessionFactory, timeouts: Timeouts, deadline: float
+    ) -> None:
         self.nursery = nursery
         self.factory = factory
+        self.timeouts = timeouts
+        self.deadline = deadline
         self.token = trio.lowlevel.current_trio_token()
+
+    def waiting(self, seconds: float) -> tuple[trio.CancelScope, _CallFailed]:
+        """A scope ending a wait after `seconds` or once the total time is out, and the
+        failure its end is."""
+        left = self.deadline - time.monotonic()
+        if seconds < left:
+            return trio.move_on_after(seconds), _CallFailed(
+                UNANSWERED, f"no answer within {seconds:g} s"
+            )
+        return trio.move_on_after(max(left, 0.0)), _CallFailed(OUT_OF_TIME, "cut short")
 
     async def _hold(
         self, *, task_status: trio.TaskStatus[tuple[Any, trio.Event, trio.Event]]
     ) -> None:
         leave, left = trio.Event(), trio.Event()
         try:
-            async with self.factory() as client:
-                task_status.started((client, leave, left))
-                await leave.wait()
+            with trio.CancelScope() as closing:
+                async with self.factory() as client:
+                    task_status.started((client, leave, left))
+                    await leave.wait()
+                    # Closing may wait on the server too (an HTTP session's DELETE).
+                    closing.deadline = trio.current_time() + self.timeouts.call
         finally:
             left.set()
 
     async def open(self) -> tuple[ClientSession, trio.Event, trio.Event]:
         """A new session from the factory, held open until its `leave` event is set."""
-        with trio.fail_after(CALL_TIMEOUT):
-            opened: tuple[ClientSession, trio.Event, trio.Event] = await self.nursery.start(
-                self._hold
-            )
-        return opened
+        scope, unanswered = self.waiting(self.timeouts.open)
+        with scope:
+            try:
+                opened: tuple[ClientSession, trio.Event, trio.Event] = await self.nursery.start(
+                    self._hold
+                )
+            except NoAnswer as exc:  # the target's own bound on its opening
+                raise _CallFailed(UNANSWERED, str(exc)) from None
+            return opened
+        raise unanswered
+
+    async def answer(self, client: ClientSession, call: ToolCall, values: dict[str, str]) -> Any:
+        """The result of one call of `call`; `_CallFailed` saying how it failed."""
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
+        scope, unanswered = self.waiting(self.timeouts.call)
+        with scope:
+            try:
+                result = await client.call_tool(call.name, call.fill(values))
+            except MCPError as exc:
+                if exc.error.code == CONNECTION_CLOSED:
+                    raise _CallFailed(BROKEN, "the connection closed") from None
+                reason = f"a JSON-RPC error {exc.error.code}: {exc.error.message}"
+                raise _CallFailed(REFUSED, reason) from None
+            except Exception as exc:  # the SDK could not make the answer into a tool result
+                shown = " ".join(str(exc).split())[:_SHOWN]
+                reason = f"an answer that is not MCP ({type(exc).__name__}: {shown})"
+                raise _CallFailed(BROKEN, reason) from None
+            if getattr(result, "is_error", False):
+                raise _CallFailed(REFUSED, f"an error result: {_text(result)}")
+            return result
+        raise unanswered
 
     @staticmethod
     async def close(sessions: list[_Session]) -> None:
@@ -238,15 +324,12 @@ class IsolationMachine(RuleBasedStateMachine):
             self.marks[mark] = (session.index, done.line)
         self.tally.calls += 1
         try:
-            with trio.fail_after(CALL_TIMEOUT):
-                result = await session.client.call_tool(call.name, call.fill(values))
-        except Exception as exc:  # any failure of the call stops the check, named
-            done.error = f"{type(exc).__name__}: {exc}"
+            result = await self.host.answer(session.client, call, values)
+        except _CallFailed as failed:  # any failure of the call stops the check, named
+            done.failure = failed
             return done
         done.text = _text(result)
-        if getattr(result, "is_error", False):
-            done.error = f"an error result: {done.text}"
-        elif kind == WRITE:
+        if kind == WRITE:
             session.acknowledged.append((mark, self._tick(), done.line))
         return done
 
@@ -270,12 +353,39 @@ class IsolationMachine(RuleBasedStateMachine):
 
     # ---- judging, in the worker thread ----
 
-    def _stop(self, message: str) -> IsolationCheckError:
-        """The error that stops the check, with the sequence so far; kept on the tally."""
-        trace = "\n".join(f"  {line}" for line in self.lines)
-        error = IsolationCheckError(f"{message}\nthe sequence that led to it:\n{trace}")
-        self.tally.stopped(error, len(self.lines))
-        return error
+    def _stop(self, failed: list[tuple[str, _CallFailed]]) -> _Stop | _Enough:
+        """What stops the check at once: `failed` (each call's line and how it failed), the
+        sequence so far, and `NoVerdict` when any went unanswered or broke; or `_Enough`
+        when the total time cut one short."""
+        if any(failure.kind == OUT_OF_TIME for _, failure in failed):
+            self.tally.out_of_time = True
+            return _Enough()
+        lines = [f"{line} failed: {failure.why}" for line, failure in failed]
+        if self.lines:
+            lines += ["the sequence that led to it:", *(f"  {line}" for line in self.lines)]
+        kinds = [failure.kind for _, failure in failed]
+        if set(kinds) == {REFUSED}:
+            return _Stop(IsolationCheckError("\n".join(lines)))
+        return _Stop(self._no_verdict(kinds.count(UNANSWERED), kinds.count(BROKEN), lines))
+
+    def _no_verdict(self, unanswered: int, broken: int, lines: list[str]) -> NoVerdict:
+        """The no-verdict for `unanswered` and `broken` requests: the counts, `lines`, a hint."""
+        parts = [f"did not answer {counted(unanswered, 'request')}"] if unanswered else []
+        if broken:
+            parts.append(f"broke off or answered what is not MCP on {counted(broken, 'call')}")
+        tally = self.tally
+        counts = ", ".join(
+            (counted(tally.examples, "sequence"), f"{counted(tally.sessions, 'session')} opened",
+             f"{counted(tally.calls, 'call')} made")
+        )  # fmt: skip
+        headline = f"the server {' and '.join(parts)} (after {counts}; nothing shrunk):"
+        return NoVerdict(
+            "\n".join([headline, *lines, _HINT]),
+            unanswered=unanswered,
+            broken=broken,
+            examples=tally.examples,
+            calls=tally.calls,
+        )
 
     def _judge(self, done: _Done) -> tuple[list[Leak], list[LostWrite], str]:
         """A read's leaks and lost writes, and its line with what it showed."""
@@ -310,17 +420,18 @@ class IsolationMachine(RuleBasedStateMachine):
             indent = "  "
         leaks: list[Leak] = []
         lost: list[LostWrite] = []
+        failed = [(item.line, item.failure) for item in done if item.failure is not None]
         for item in done:
             line = f"{item.line} -> ok"
-            if item.kind == READ:
+            if item.failure is not None:
+                line = f"{item.line} -> {item.failure.kind}"
+            elif item.kind == READ:
                 found, missing, line = self._judge(item)
                 leaks += found
                 lost += missing
-            self.lines.append(indent + (line if item.error is None else item.line))
-        for item in done:
-            if item.error is not None:
-                msg = f"{item.line} failed: {item.error}"
-                raise self._stop(msg)
+            self.lines.append(indent + line)
+        if failed:
+            raise self._stop(failed)
         if (leaks or lost) and self.failure is None:
             self.failure = _Failure(leaks, lost, self.lines)
 
@@ -340,13 +451,8 @@ class IsolationMachine(RuleBasedStateMachine):
         if setup is None:
             return
         self.tally.calls += 1
-        with trio.fail_after(CALL_TIMEOUT):
-            result = await session.client.call_tool(setup.name, setup.fill(session.values))
-        text = _text(result)
-        if getattr(result, "is_error", False):
-            msg = f"{setup.name} returned an error result: {text}"
-            raise IsolationCheckError(msg)
-        session.values[SETUP] = text.strip()
+        result = await self.host.answer(session.client, setup, session.values)
+        session.values[SETUP] = _text(result).strip()
 
     # ---- the rules ----
     #
@@ -362,12 +468,16 @@ class IsolationMachine(RuleBasedStateMachine):
         if existing is not None:
             return existing
         index = len(self.sessions)
+        if index == 0:  # the sequence's first call
+            self.tally.examples += 1
         line = f"open session {index}"
         try:
             session: _Session = self.host.run(self._open, index)
+        except _CallFailed as failed:  # unanswered, or its setup call failed
+            raise self._stop([(line, failed)]) from None
         except Exception as exc:  # a session that will not open stops the check, named
-            msg = f"{line} failed: {type(exc).__name__}: {exc}"
-            raise self._stop(msg) from None
+            refused = _CallFailed(REFUSED, f"{type(exc).__name__}: {exc}")
+            raise self._stop([(line, refused)]) from None
         self.tally.sessions += 1
         self.sessions.append(session)
         self.slots[slot] = session
@@ -437,21 +547,30 @@ def _search(host: _Host, plan: Plan, tally: _Tally) -> None:
     )
     try:
         run_state_machine_as_test(bound, settings=_settings(plan.budget))
-    except (_Failure, _Enough, Flaky, IsolationCheckError):
+    except _Stop as stop:
+        if tally.best is None:  # a failure found before the stop is a verdict all the same
+            raise stop.error from None
+    except (_Failure, _Enough, Flaky):
         # Flaky: a race that failed once and not on a replay (it failed all the same), or
         # the runs that _Enough cut short, which Hypothesis sees drawing less than before.
-        if tally.best is None and tally.error is None:
+        if tally.best is None and not tally.out_of_time:
             raise
-    if tally.best is None and tally.error is not None:
-        raise tally.error[0]  # the shortest sequence's, whatever was raised last
+    if tally.best is None and tally.out_of_time:
+        ran = f"{counted(tally.examples, 'sequence')} of {plan.budget.examples}"
+        msg = (
+            f"the check's {plan.timeouts.total:g} s ran out after {ran}, "
+            f"{counted(tally.calls, 'call')}, none failing: give it longer, or a smaller budget"
+        )
+        raise NoVerdict(msg, unanswered=0, broken=0, examples=tally.examples, calls=tally.calls)
 
 
 async def run(factory: SessionFactory, plan: Plan) -> IsolationReport:
     """Run the check in a worker thread, its sessions held by tasks of this trio run."""
-    tally = _Tally(plan.budget.shrinks)
+    deadline = time.monotonic() + plan.timeouts.total
+    tally = _Tally(plan.budget.shrinks, deadline)
     stopped: Exception | None = None
     async with trio.open_nursery() as nursery:
-        host = _Host(nursery, factory)
+        host = _Host(nursery, factory, plan.timeouts, deadline)
         try:
             await trio.to_thread.run_sync(_search, host, plan, tally)
         except Exception as exc:  # raised as it is, not in the nursery's exception group

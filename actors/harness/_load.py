@@ -20,6 +20,11 @@ go into an HDR histogram (`hdrhistogram`, microseconds, 3 significant
 digits); errors are counted by kind (`error_kind`). CPU time is read around
 the measured phase: the server's (`tree_cpu_seconds` of each local server
 process) and this process's own (`client_cpu_seconds`).
+
+A server that stops answering ends the run with `NoAnswer` rather than holding it:
+listing the tools and each setup call wait at most the plan's timeout, and a phase in
+which no call is answered (a result, or an error the server sent) for `SILENCE_TIMEOUTS`
+times the timeout stops, every caller having waited out whole timeouts by then.
 """
 
 from __future__ import annotations
@@ -27,20 +32,22 @@ from __future__ import annotations
 import math
 import random
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING, Any, Final, Protocol, final, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, final, runtime_checkable
 
 import attrs
 import trio
 
 from ._cpu import MachineLoad, client_cpu_seconds, trees_cpu_seconds
-from ._targets import Target, TargetError
+from ._targets import NoAnswer, Target, TargetError, counted
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 
     from mcp import ClientSession
 
     from ._mix import Mix, MixCall
+
+ResultT = TypeVar("ResultT")
 
 __all__ = [
     "LATE_AFTER",
@@ -57,10 +64,18 @@ TOOL_ERROR: Final = "tool error (isError)"
 """The error kind of a tool result with ``isError`` set."""
 TIMEOUT: Final = "timeout"
 """The error kind of a call not answered within the plan's timeout."""
+CLOSED: Final = "connection closed"
+"""The error kind of a call whose session's connection closed: it stops the run."""
 _LOWEST_US: Final = 1
 _HIGHEST_US: Final = 3_600_000_000  # an hour: any answer slower is recorded as this
 _DIGITS: Final = 3
 _OPENING_AT_ONCE: Final = 8  # sessions being opened at a time (a stdio server each: a process)
+SILENCE_TIMEOUTS: Final = 3
+"""Timeouts without any answer after which a phase stops: the server stopped answering."""
+_HINT: Final = (
+    "check that the server is running and answers MCP on its transport (over stdio, "
+    "nothing but JSON-RPC messages on its stdout)"
+)
 
 
 @runtime_checkable
@@ -212,14 +227,16 @@ class LoadResult:
 
 
 def error_kind(exc: BaseException) -> str:
-    """How a failed call is counted: ``JSON-RPC <code>`` for an error answer, else the
-    exception's class (the first one inside a group)."""
+    """How a failed call is counted: ``JSON-RPC <code>`` for an error answer, `CLOSED` when
+    the session's connection closed, else the exception's class (the first one inside a
+    group)."""
     from mcp.shared.exceptions import MCPError
+    from mcp.types import CONNECTION_CLOSED
 
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
     if isinstance(exc, MCPError):
-        return f"JSON-RPC {exc.code}"
+        return CLOSED if exc.code == CONNECTION_CLOSED else f"JSON-RPC {exc.code}"
     return type(exc).__name__
 
 
@@ -241,6 +258,9 @@ class _Recorder:
     max_start_lag: float = 0.0
     first_start: float | None = None
     last_answer: float = 0.0
+    unheard: dict[str, int] = attrs.field(factory=dict)
+    """Calls that failed without an answer since the server's last one, by kind (a
+    timeout, a closed connection)."""
 
     def started(self, at: float) -> None:
         if self.first_start is None or at < self.first_start:
@@ -287,6 +307,17 @@ class _Phase:
     """Calls to make; None: as many as fit in the phase's time."""
     recorder: _Recorder = attrs.field(factory=_Recorder)
     next_call: int = 0
+    silence: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    """Ends `_watch`'s wait: its deadline moves on with every answer of the server."""
+
+    def heard(self, kind: str | None, answered: bool, now: float) -> None:
+        """Note whether the server answered a call that ended `now` (or failed as `kind`)."""
+        if answered:
+            self.silence.deadline = now + SILENCE_TIMEOUTS * self.plan.timeout
+            self.recorder.unheard.clear()
+        else:
+            unheard = self.recorder.unheard
+            unheard[str(kind)] = unheard.get(str(kind), 0) + 1
 
     def take(self) -> int | None:
         """The next call's number, or None once the quota is all taken."""
@@ -303,23 +334,36 @@ class _Phase:
         values["random"] = rng.getrandbits(32)
         values.update(self.named[session_number])
         self.recorder.started(due)
-        kind = await _call(self.sessions[session_number], entry, values, self.plan.timeout)
+        session = self.sessions[session_number]
+        kind, answered = await _call(session, entry, values, self.plan.timeout)
         now = trio.current_time()
         self.recorder.answered(now - due, kind, now)
+        self.heard(kind, answered, now)
+        if kind == CLOSED:  # every later call of the session would fail the same at once
+            msg = (
+                f"session {session_number}'s connection closed under call {n} (the server "
+                f"exited or hung up), {counted(self.next_call, 'call')} started in the phase; "
+                f"stopped; {_HINT}"
+            )
+            raise NoAnswer(msg)
 
 
 async def _call(
     session: ClientSession, entry: MixCall, values: Mapping[str, object], seconds: float
-) -> str | None:
-    """One tool call: None if it succeeded, else its error kind (`TIMEOUT` after `seconds`)."""
+) -> tuple[str | None, bool]:
+    """One tool call: None if it succeeded, else its error kind (`TIMEOUT` after `seconds`);
+    and whether the server answered it (an error it sent counts, a closed connection not)."""
+    from mcp import MCPError
+
     arguments, meta = entry.render(values)
     with trio.move_on_after(seconds):
         try:
             result = await session.call_tool(entry.tool, arguments, meta=meta)  # type: ignore[arg-type]
-        except Exception as exc:  # every failure is a figure of the run, not the run's end
-            return error_kind(exc)
-        return TOOL_ERROR if result.is_error else None
-    return TIMEOUT
+        except Exception as exc:  # a failure is a figure of the run (`CLOSED` ends it)
+            kind = error_kind(exc)
+            return kind, isinstance(exc, MCPError) and kind != CLOSED
+        return (TOOL_ERROR if result.is_error else None), True
+    return TIMEOUT, False
 
 
 def _rng(plan: LoadPlan, caller: int) -> random.Random:
@@ -375,18 +419,38 @@ async def _run_phase(
     """One phase: `seconds` long, or the plan's calls when None."""
     phase = _Phase(sessions, named, plan, plan.calls if seconds is None else None)
     start = trio.current_time()
+    phase.silence.deadline = start + SILENCE_TIMEOUTS * plan.timeout
     until = math.inf if seconds is None else start + seconds
-    async with trio.open_nursery() as nursery:
-        if plan.open_loop:
-            send, receive = trio.open_memory_channel[tuple[int, float]](math.inf)
-            async with receive:
+    async with trio.open_nursery() as watched:
+        watched.start_soon(_watch, phase)
+        async with trio.open_nursery() as nursery:
+            if plan.open_loop:
+                send, receive = trio.open_memory_channel[tuple[int, float]](math.inf)
+                async with receive:
+                    for caller in range(plan.callers):
+                        nursery.start_soon(_open_caller, phase, caller, receive.clone(), until)
+                nursery.start_soon(_schedule, phase, send, start, until)
+            else:
                 for caller in range(plan.callers):
-                    nursery.start_soon(_open_caller, phase, caller, receive.clone(), until)
-            nursery.start_soon(_schedule, phase, send, start, until)
-        else:
-            for caller in range(plan.callers):
-                nursery.start_soon(_closed_caller, phase, caller, until)
+                    nursery.start_soon(_closed_caller, phase, caller, until)
+        watched.cancel_scope.cancel()
     return phase.recorder
+
+
+async def _watch(phase: _Phase) -> None:
+    """Raise `NoAnswer` once no call has been answered for `SILENCE_TIMEOUTS` timeouts."""
+    with phase.silence:
+        await trio.sleep_forever()
+    silence = SILENCE_TIMEOUTS * phase.plan.timeout
+    recorder = phase.recorder
+    unheard = ", ".join(f"{kind} x{count}" for kind, count in recorder.unheard.items())
+    failed = counted(sum(recorder.unheard.values()), "call")
+    msg = (
+        f"the server answered no call for {silence:g} s ({SILENCE_TIMEOUTS} times the call "
+        f"timeout): {failed} failed unanswered since its last answer ({unheard or 'none'}), "
+        f"{counted(phase.next_call, 'call')} started in the phase; stopped; {_HINT}"
+    )
+    raise NoAnswer(msg)
 
 
 async def _hold_session(
@@ -421,15 +485,20 @@ async def open_sessions(target: Target, count: int) -> AsyncIterator[list[Client
             done.set()
 
 
-async def _listed_tools(session: ClientSession) -> set[str]:
-    """Every tool the session lists, all pages (which also primes the SDK's schema cache)."""
+async def _listed_tools(session: ClientSession, seconds: float) -> set[str]:
+    """Every tool the session lists, all pages (which also primes the SDK's schema cache),
+    each page answered within `seconds` (else `NoAnswer`)."""
     from mcp import types
 
     names: set[str] = set()
     cursor: str | None = None
     while True:
         params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
-        page = await session.list_tools(params=params)
+        with trio.move_on_after(seconds) as waiting:
+            page = await session.list_tools(params=params)
+        if waiting.cancelled_caught:
+            msg = f"the server did not answer tools/list within {seconds:g} s; {_HINT}"
+            raise NoAnswer(msg)
         names |= {tool.name for tool in page.tools}
         cursor = page.next_cursor
         if cursor is None:
@@ -445,11 +514,14 @@ async def _set_up(session: ClientSession, number: int, plan: LoadPlan) -> dict[s
         arguments, meta = entry.render(values)
         where = f"session {number}: setup {index} ({entry.tool})"
         try:
-            with trio.fail_after(plan.timeout):
+            with trio.move_on_after(plan.timeout) as waiting:
                 result = await session.call_tool(entry.tool, arguments, meta=meta)  # type: ignore[arg-type]
         except Exception as exc:  # any failure of a setup call stops the run
             msg = f"{where} failed: {error_kind(exc)}: {exc}"
             raise TargetError(msg) from exc
+        if waiting.cancelled_caught:
+            msg = f"{where}: no answer within {plan.timeout:g} s; {_HINT}"
+            raise NoAnswer(msg)
         text = "".join(getattr(item, "text", "") for item in result.content).strip()
         if result.is_error:
             msg = f"{where} answered an error: {text[:300]}"
@@ -476,12 +548,24 @@ async def run_load(
 
     Raises `actors.harness.MixError` when the mix names a tool the server does not list
     (unless the plan says not to check), `actors.harness.TargetError` when the server
-    cannot be started or reached.
+    cannot be started or reached, and `actors.harness.NoAnswer` (one) when it stops
+    answering: a session not opened in time, tools/list or a setup call unanswered
+    within the plan's timeout, or no call of a phase answered for `SILENCE_TIMEOUTS`
+    timeouts.
     """
     try:
-        return await _run_load(target, plan, describe, progress)
+        return await unwrapped(_run_load(target, plan, describe, progress))
+    except NoAnswer as exc:
+        raise exc.noting_garbage(target) from None
+
+
+async def unwrapped(work: Awaitable[ResultT], also: tuple[type[Exception], ...] = ()) -> ResultT:
+    """What `work` returns; a problem of ours (`first_of_ours`) raised as itself, not in the
+    group a nursery wraps it in."""
+    try:
+        return await work
     except BaseExceptionGroup as group:
-        ours = first_of_ours(group)
+        ours = first_of_ours(group, also)
         if ours is None:
             raise
         raise ours from None
@@ -520,7 +604,7 @@ async def _run_load(
     progress(f"opening {plan.sessions} session(s) on {describe}")
     async with open_sessions(target, plan.sessions) as sessions:
         for session in sessions:
-            listed = await _listed_tools(session)
+            listed = await _listed_tools(session, plan.timeout)
         if plan.check_tools:
             plan.mix.check_tools(listed)
         if plan.mix.setup:

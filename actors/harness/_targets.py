@@ -17,13 +17,17 @@ initialized and closed with its block:
 
 Every process started here is stopped when its block ends, also on an error or
 a cancellation: the SDK's stdio client closes stdin and then kills the process
-group; `serve_module_http` terminates its server, then kills it.
+group; `serve_module_http` terminates its server, then kills it. No wait on a
+server is unbounded: a session's opening (``initialize``) takes at most the
+target's `open_timeout` (`NoAnswer` after it), and an HTTP session's closing
+(its DELETE) a few seconds.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -31,7 +35,7 @@ import tempfile
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Final, Protocol, final
+from typing import IO, TYPE_CHECKING, Final, Protocol, final, runtime_checkable
 
 import attrs
 import trio
@@ -47,9 +51,13 @@ if TYPE_CHECKING:
 __all__ = [
     "HttpTarget",
     "InProcessTarget",
+    "NoAnswer",
+    "ReadsGarbage",
     "StdioTarget",
     "Target",
     "TargetError",
+    "counted",
+    "garbage_note",
     "serve_command",
     "serve_module_http",
     "serve_module_in_process",
@@ -57,10 +65,14 @@ __all__ = [
 
 _MARKER: Final = "MCP_ACTORS_BENCH_PROCESS"
 """An environment variable each stdio server gets, unique to it: how its pid is found."""
-_LISTENING: Final = re.compile(r"listening on (http://\S+)")
-_STARTUP_SECONDS: Final = 60.0  # a busy machine takes seconds to import a server
+OPEN_TIMEOUT: Final = 60.0
+"""Seconds a session may take to open by default: a busy machine takes seconds to import
+a server over stdio, and its answer to ``initialize`` comes after that."""
+_STARTUP_SECONDS: Final = 60.0  # for serve_module_http's server to listen
 _STOP_SECONDS: Final = 5.0
+_CLOSE_SECONDS: Final = 5.0  # an HTTP session's DELETE a server never answers
 _LOG_TAIL: Final = 2000  # characters of a server's output quoted in an error
+_GARBAGE_SHOWN: Final = 200  # characters of the first message that is not JSON-RPC
 
 
 class Target(Protocol):
@@ -78,6 +90,91 @@ class Target(Protocol):
 
 class TargetError(Exception):
     """A server could not be started or reached; the message says which and why."""
+
+
+class NoAnswer(TargetError):
+    """A server did not answer in time: a session's opening, or (``bench``) its calls."""
+
+    def noting_garbage(self, target: object) -> NoAnswer:
+        """The same error, with what `target` received that is not JSON-RPC, if anything."""
+        return NoAnswer(f"{self}{garbage_note(target)}")
+
+
+@runtime_checkable
+class ReadsGarbage(Protocol):
+    """A target that notes what its servers sent that is not a JSON-RPC message."""
+
+    @property
+    def garbage(self) -> str | None:
+        """What was received that is not JSON-RPC, described (how much, the first); or None."""
+        ...
+
+
+_SDK_GARBAGE_LOGS: Final = {
+    ("mcp.client.stdio", "Failed to parse JSONRPC message from server"),
+    ("mcp.client.streamable_http", "Error parsing SSE message"),
+    ("mcp.client.streamable_http", "Error parsing JSON response"),
+}
+"""The SDK's loggers and the records each logs, a traceback, for what is not JSON-RPC."""
+
+
+class _GarbageLogged(logging.Filter):
+    """Drops the SDK's traceback for a message that is not JSON-RPC: a target counts it, and
+    the error that ends the run quotes the first (`garbage_note`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return (record.name, record.msg) not in _SDK_GARBAGE_LOGS
+
+
+def quiet_sdk_garbage_logs() -> None:
+    """Keep the SDK from printing a traceback per message that is not JSON-RPC (the
+    commands say it once, in their error); once per process is enough."""
+    for name in {logger for logger, _ in _SDK_GARBAGE_LOGS}:
+        logger = logging.getLogger(name)
+        if not any(isinstance(each, _GarbageLogged) for each in logger.filters):
+            logger.addFilter(_GarbageLogged())
+
+
+def counted(number: int, thing: str) -> str:
+    """``1 call``, ``2 calls``: `number` of `thing`, for a message."""
+    return f"{number} {thing}{'' if number == 1 else 's'}"
+
+
+def _shown(fault: Exception) -> str:
+    """A transport fault as one short line: what was received and what is wrong with it."""
+    errors = getattr(fault, "errors", None)  # pydantic's: the line received, and why not
+    if callable(errors):
+        first = errors()[0]
+        return f"{first.get('input')!r}"[:_GARBAGE_SHOWN] + f" ({first.get('msg')})"
+    return f"{type(fault).__name__}: {' '.join(str(fault).split())}"[:_GARBAGE_SHOWN]
+
+
+def garbage_note(target: object) -> str:
+    """A line for an error about `target`: what it sent that is not JSON-RPC, if anything."""
+    garbage = target.garbage if isinstance(target, ReadsGarbage) else None
+    return "" if garbage is None else f"\nthe server also sent {garbage}"
+
+
+@attrs.define(eq=False)
+class _Garbage:
+    """What a target's sessions received that is not a JSON-RPC message: a count, the first."""
+
+    count: int = 0
+    first: str | None = None
+
+    async def note(self, message: object) -> None:
+        """The sessions' message handler: transport faults are counted, the rest ignored."""
+        if isinstance(message, Exception):
+            self.count += 1
+            if self.first is None:
+                self.first = _shown(message)
+
+    def describe(self) -> str | None:
+        """How much, and the first; None when all was JSON-RPC."""
+        if not self.count:
+            return None
+        what = "message that is not" if self.count == 1 else "messages that are not"
+        return f"{self.count} {what} JSON-RPC, the first: {self.first}"
 
 
 def _tail(log: IO[str]) -> str:
@@ -112,14 +209,42 @@ def _child_marked(marker: str) -> int | None:
 
 
 @asynccontextmanager
-async def _initialized(read: object, write: object) -> AsyncIterator[ClientSession]:
-    """An SDK ClientSession on a transport's streams, initialized (or TooSlowError)."""
+async def _initialized(
+    read: object, write: object, seconds: float, garbage: _Garbage
+) -> AsyncIterator[ClientSession]:
+    """An SDK ClientSession on a transport's streams, initialized within `seconds` (or
+    `NoAnswer`), what is not JSON-RPC noted in `garbage`."""
     from mcp import ClientSession
 
-    async with ClientSession(read, write) as session:  # type: ignore[arg-type]  # the SDK's streams
-        with trio.fail_after(_STARTUP_SECONDS):  # a server that never answers must not hang us
+    async with ClientSession(read, write, message_handler=garbage.note) as session:  # type: ignore[arg-type]  # the SDK's streams
+        with trio.move_on_after(seconds) as waiting:  # a server that never answers
             await session.initialize()
+        if waiting.cancelled_caught:
+            msg = (
+                f"no answer to initialize within {seconds:g} s: check that it serves MCP "
+                "on this transport, or give a slow start longer"
+            )
+            raise NoAnswer(msg)
         yield session
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The first exception in `exc` (the SDK's task groups wrap them in groups)."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _not_opened(exc: BaseException, message: str) -> TargetError:
+    """The error for a session that did not open: `NoAnswer` if that is what stopped it."""
+    cls = NoAnswer if isinstance(_innermost(exc), NoAnswer) else TargetError
+    return cls(message)
+
+
+def _check_open_timeout(_instance: object, _attribute: object, value: float) -> None:
+    if not 0 < value < math.inf:
+        msg = f"open_timeout must be a positive number of seconds, not {value!r}"
+        raise ValueError(msg)
 
 
 @final
@@ -129,8 +254,12 @@ class StdioTarget:
 
     command: tuple[str, ...]
     """The program and its arguments."""
+    open_timeout: float = attrs.field(default=OPEN_TIMEOUT, validator=_check_open_timeout)
+    """Seconds a session may take to open: the process's start and its answer to
+    ``initialize``; `NoAnswer` after that."""
     _live: dict[str, int | None] = attrs.field(factory=dict, init=False, repr=False)
     """Each open session's marker -> its process id (None where it could not be found)."""
+    _garbage: _Garbage = attrs.field(factory=_Garbage, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if not self.command:
@@ -152,6 +281,11 @@ class StdioTarget:
         """The processes of the sessions open now that could be found (Linux /proc)."""
         return tuple(pid for pid in self._live.values() if pid is not None)
 
+    @property
+    def garbage(self) -> str | None:
+        """What the servers wrote on stdout that is not JSON-RPC, described; or None."""
+        return self._garbage.describe()
+
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[ClientSession]:
         from mcp import StdioServerParameters, stdio_client  # the server extra
@@ -168,7 +302,7 @@ class StdioTarget:
             try:
                 async with (
                     stdio_client(params, errlog=log) as (read, write),
-                    _initialized(read, write) as session,
+                    _initialized(read, write, self.open_timeout, self._garbage) as session,
                 ):
                     self._live[marker] = _child_marked(marker)
                     opened = True
@@ -180,14 +314,13 @@ class StdioTarget:
                 if opened:
                     raise
                 msg = f"{where!r} did not open an MCP session ({_first(exc)}){_tail(log)}"
-                raise TargetError(msg) from exc
+                raise _not_opened(exc, msg) from exc
 
 
 def _first(exc: BaseException) -> str:
     """The first exception in `exc` (the SDK's task groups wrap them in groups), as text."""
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
+    first = _innermost(exc)
+    return f"{type(first).__name__}: {first}"
 
 
 @final
@@ -201,10 +334,18 @@ class HttpTarget:
     """Sent as ``Authorization: Bearer TOKEN`` when given."""
     server_pid: int | None = None
     """The server's process when it is local and known (`serve_module_http`, ``--server-pid``)."""
+    open_timeout: float = attrs.field(default=OPEN_TIMEOUT, validator=_check_open_timeout)
+    """Seconds a session may take to open (its answer to ``initialize``); `NoAnswer` after."""
+    _garbage: _Garbage = attrs.field(factory=_Garbage, init=False, repr=False)
 
     def session(self) -> AbstractAsyncContextManager[ClientSession]:
         """A new HTTP client and an initialized session (its HTTP session ended with the block)."""
         return self._session()
+
+    @property
+    def garbage(self) -> str | None:
+        """What the server sent that is not JSON-RPC, described; or None."""
+        return self._garbage.describe()
 
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[ClientSession]:
@@ -215,19 +356,30 @@ class HttpTarget:
         # The SDK's own timeouts: 30 s to connect or write, 5 minutes for a read (an SSE stream).
         timeout = httpx2.Timeout(30.0, read=300.0)
         opened = False
-        try:
-            async with (
-                httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
-                streamable_http_client(self.url, http_client=http) as (read, write),
-                _initialized(read, write) as session,
-            ):
-                opened = True
-                yield session
-        except Exception as exc:
-            if opened:
-                raise
-            msg = f"{self.url} did not open an MCP session ({_first(exc)})"
-            raise TargetError(msg) from exc
+        left_with: BaseException | None = None
+        # Closing sends a DELETE, which a server that stopped answering leaves unanswered.
+        with trio.CancelScope() as closing:
+            try:
+                async with (
+                    httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+                    streamable_http_client(self.url, http_client=http) as (read, write),
+                    _initialized(read, write, self.open_timeout, self._garbage) as session,
+                ):
+                    opened = True
+                    try:
+                        yield session
+                    except BaseException as exc:
+                        left_with = exc
+                        raise
+                    finally:
+                        closing.deadline = trio.current_time() + _CLOSE_SECONDS
+            except Exception as exc:
+                if opened:
+                    raise
+                msg = f"{self.url} did not open an MCP session ({_first(exc)})"
+                raise _not_opened(exc, msg) from exc
+        if closing.cancelled_caught and left_with is not None:
+            raise left_with  # the cut-short closing must not swallow what ended the block
 
 
 def serve_command(modules: Sequence[str], state: str, *extra: str) -> list[str]:
@@ -245,9 +397,10 @@ def serve_command(modules: Sequence[str], state: str, *extra: str) -> list[str]:
 
 @asynccontextmanager
 async def serve_module_http(
-    modules: Sequence[str], state: str, token: str | None = None
+    modules: Sequence[str], state: str, token: str | None = None, open_timeout: float = OPEN_TIMEOUT
 ) -> AsyncIterator[HttpTarget]:
-    """``actors serve --http 127.0.0.1:0`` for `modules` meanwhile, as an `HttpTarget`."""
+    """``actors serve --http 127.0.0.1:0`` for `modules` meanwhile, as an `HttpTarget`
+    (sessions opening within `open_timeout`)."""
     extra = ["--http", "127.0.0.1:0"] + ([] if token is None else ["--token", token])
     command = serve_command(modules, state, *extra)
     with tempfile.TemporaryFile("w+") as log:
@@ -256,7 +409,7 @@ async def serve_module_http(
         )
         try:
             url = await _listening(process, log)
-            yield HttpTarget(url, token, process.pid)
+            yield HttpTarget(url, token, process.pid, open_timeout)
         finally:
             with trio.CancelScope(shield=True):
                 await _stop(process)
@@ -264,11 +417,13 @@ async def serve_module_http(
 
 async def _listening(process: trio.Process, log: IO[str]) -> str:
     """The URL the server prints once it listens; TargetError if it exits or takes too long."""
+    from ..server._logs import LISTENING  # as text or as JSON (--log-format json)
+
     with trio.move_on_after(_STARTUP_SECONDS):
         while process.poll() is None:
             log.flush()
             log.seek(0)
-            found = _LISTENING.search(log.read())
+            found = LISTENING.search(log.read())
             if found is not None:
                 return found.group(1)
             await trio.sleep(0.05)  # polls the log: the server writes it, no event to wait on

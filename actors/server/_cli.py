@@ -25,7 +25,14 @@ from protocol import ContextPolicy
 from .._argparse import ENVIRONMENT_PREFIX, Parser, with_environment
 from ..store import StoreError
 from ..store._option import StateUrls, state_urls
-from ._logs import LOG_FORMATS, LibraryLines, LogFormat, log_handler
+from ._logs import (
+    LOG_FORMATS,
+    LibraryLines,
+    LogFormat,
+    announce,
+    capture_stray_output,
+    log_handler,
+)
 from ._oauth import ASYMMETRIC_ALGORITHMS, TENANT_NAME, OAuthSettings
 from ._ops import leaves
 from ._options import DEFAULT_MODULES, ConfigurationError, ServeOptions
@@ -63,7 +70,10 @@ context:
   Each call names its context with the arguments __sessionId, __assistantId,
   __threadId, or with the same names without '__' in the request's _meta;
   both at once must agree. Over stdio the parent process is trusted: its
-  context claims are taken as given. A call that names no session lands in
+  _meta is taken as given; the arguments, which its model writes, may name
+  only the connection's own session (--allow-session-naming lets them name
+  any). Over HTTP either may name any session the token reaches (its tenant's,
+  for a tenant token). A call that names no session lands in
   its connection's own session, never in one another client reaches:
     stdio: a session made for this connection and ended when it closes, so
            two hosts (or two windows) that each start a server never share
@@ -157,6 +167,7 @@ def parser(prog: str = "mcp-actors serve", *, cluster: bool = False) -> argparse
             exec_max_processes=_DEFAULTS.exec_max_processes,
             exec_file_cap=_DEFAULTS.exec_file_cap,
             session=None,
+            allow_session_naming=False,
         )
     return serve
 
@@ -328,6 +339,15 @@ def _add_transport_options(serve: argparse.ArgumentParser, *, cluster: bool) -> 
         default=_DEFAULTS.max_request_bytes,
         help="largest JSON-RPC message accepted, a stdio line or an HTTP body; larger ones get "
         "an error and the server keeps serving (default %(default)s)",
+    )
+    group.add_argument(
+        "--max-connections-per-address",
+        metavar="N",
+        type=_positive_int,
+        default=_DEFAULTS.max_connections_per_address,
+        help="HTTP connections one client address (IPv6: its /64) may hold that have not sent a "
+        "whole request yet; one more gets HTTP 503 and Retry-After. Served connections do not "
+        "count: raise it only for a proxy that opens many at once (default %(default)s)",
     )
     group.add_argument(
         "--max-sessions-per-token",
@@ -567,7 +587,8 @@ def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> No
             else "where durable state (planning, playbooks, content) is kept: sqlite:///PATH, "
             "postgresql://USER@HOST/DB, or memory (lost on exit); repeated with PostgreSQL "
             "URLs, a store split by session over those databases; default: "
-            "$XDG_STATE_HOME/mcp-actors/state.db (~/.local/state/...), printed at startup"
+            "$XDG_STATE_HOME/mcp-actors/state.db (~/.local/state/...) over stdio, "
+            "http-state.db beside it over HTTP, printed at startup"
         ),
     )
     group.add_argument(
@@ -585,6 +606,13 @@ def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> No
             help="over stdio, the session calls that name none land in, kept across restarts "
             "and shared by every server given it (default: a session private to the "
             "connection, ended when it closes)",
+        )
+        group.add_argument(
+            "--allow-session-naming",
+            action="store_true",
+            help="over stdio, let a call's arguments (__sessionId, which the model writes) name "
+            "a session other than the connection's own (default: refused; the host names "
+            "other sessions in _meta.sessionId)",
         )
     group.add_argument(
         "--require-session",
@@ -695,9 +723,12 @@ def _oauth(args: argparse.Namespace) -> OAuthSettings | None:
 
 def configure_logging(level: str, log_format: LogFormat = "text") -> None:
     """Log to stderr at `level` as ``serve`` does: one line per event, libraries kept quiet
-    (and, below debug, bounded: `LibraryLines`)."""
+    (and, below debug, bounded: `LibraryLines`). Under ``json``, Python's warnings and the
+    traceback of an uncaught exception are records too (`capture_stray_output`)."""
     handler = log_handler(log_format)
     logging.basicConfig(level=level.upper(), handlers=[handler])
+    if log_format == "json":
+        capture_stray_output()
     if level != "debug":
         handler.addFilter(LibraryLines(_QUIET_LOGGERS))
         for name in _QUIET_LOGGERS:
@@ -741,6 +772,7 @@ def _options(args: argparse.Namespace) -> ServeOptions:
         allow_hosts=tuple(args.allow_host),
         trusted_proxies=tuple(args.trusted_proxy),
         session=args.session,
+        allow_session_naming=args.allow_session_naming,
         allow_end_session=args.allow_end_session,
         insecure=args.insecure,
         lean_http=not args.sdk_http,
@@ -752,6 +784,7 @@ def _options(args: argparse.Namespace) -> ServeOptions:
         max_in_flight=args.max_in_flight,
         state=args.state,
         max_request_bytes=args.max_request_bytes,
+        max_connections_per_address=args.max_connections_per_address,
         metrics=args.metrics is not None,
         metrics_address=None if args.metrics in (None, _ON_THE_HTTP_LISTENER) else args.metrics,
     )
@@ -766,11 +799,19 @@ def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors serve") -> i
 
 
 def checked_options(cli: argparse.ArgumentParser, args: argparse.Namespace) -> ServeOptions:
-    """The options `args` describe, checked; a usage error (exit 2) naming the problem if bad."""
+    """The options `args` describe, checked; a usage error (exit 2) naming the problem if bad.
+
+    Logging is set up first, as `args` ask: the check imports the modules, and what they
+    log or warn comes in that format (under ``json``, the usage error too).
+    """
+    configure_logging(args.log_level, args.log_format)
     try:
         options = _options(args)
         options.check()
     except (ConfigurationError, ValueError, OSError) as exc:
+        if args.log_format == "json":  # a record, like every other line on stderr
+            announce(f"error: {exc}", level=logging.ERROR, prefix=cli.prog)
+            cli.exit(2)
         cli.error(str(exc))
     return options
 
@@ -788,5 +829,9 @@ def run_server(
     except* (OSError, StoreError) as group:  # the address is taken, the store unusable, ...
         failures = [str(error) for error in leaves(group)]
     if failures:
-        cli.exit(1, f"{cli.prog}: error: cannot serve: {'; '.join(failures)}\n")
+        # A JSON record under --log-format json, like every other line on stderr.
+        announce(
+            f"error: cannot serve: {'; '.join(failures)}", level=logging.ERROR, prefix=cli.prog
+        )
+        cli.exit(1)
     return 0

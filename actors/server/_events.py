@@ -22,8 +22,8 @@ variable, and the store keys every event by (that scope, stream id):
   that request, and a task starts with a copy of its starter's context
   variables (trio and asyncio alike): it stores under the same scope;
 * a request with ``Mcp-Session-Id`` gets that session's scope if it comes
-  from the principal (token, or every anonymous client) that opened the
-  session, and a new, empty one otherwise: an unknown id (the SDK then
+  from the principal (token and tenant, or every anonymous client) that
+  opened the session, and a new, empty one otherwise: an unknown id (the SDK then
   answers 404) or another token's session (the SDK answers 404 too, and the
   store would not show it that session's events even if it did not).
 
@@ -43,9 +43,10 @@ stream that holds any (both measured with ``tracemalloc`` on CPython 3.11,
 rounded up; ``tests/test_resumable_http.py`` checks the bound against what
 is really held, for tiny and large events, in one session and in a
 thousand). A stream keeps its last `max_events_per_stream` events. Past
-the byte bound, the oldest event of the principal that holds the most bytes
-goes first: one tenant's flood of large results evicts its own events before
-anyone else's (invariant 10). Either way only the oldest events
+the byte bound, the oldest event of the principal that holds the most bytes,
+in the tenant (`Principal.group`) that holds the most, goes first: one
+tenant's flood of large results, from one token or from many, evicts its own
+events before anyone else's (invariant 10). Either way only the oldest events
 of a stream are evicted, so what is left of a stream is always a run of events
 with nothing missing after its first one: a client whose last event is still
 held gets everything after it; one whose last event is gone gets a 404, never
@@ -86,6 +87,8 @@ if TYPE_CHECKING:
     from mcp.types import JSONRPCMessage
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+    from ._shares import Group, Principal
+
 __all__ = [
     "DEFAULT_MAX_EVENTS_PER_STREAM",
     "DEFAULT_MAX_STORED_EVENT_BYTES",
@@ -120,8 +123,9 @@ class _SessionScope:
     """
 
     serial: int
-    owner: str
-    """The principal that opened the session: a token's label, or every anonymous client."""
+    owner: Principal
+    """The principal that opened the session: a token and its tenant, or every anonymous
+    client."""
 
 
 _scope: contextvars.ContextVar[_SessionScope | None] = contextvars.ContextVar(
@@ -136,7 +140,7 @@ _StreamKey = tuple[int, str]
 class _Event:
     id: str
     stream: _StreamKey
-    owner: str
+    owner: Principal
     data: bytes | None
     """The message as JSON; None for a priming event."""
     size: int
@@ -185,7 +189,8 @@ class BoundedEventStore(EventStore):
         self._max_per_stream = max_events_per_stream
         self._events: dict[str, _Event] = {}
         self._streams: dict[_StreamKey, collections.deque[_Event]] = {}
-        self._holdings: dict[str, _Holding] = {}
+        self._holdings: dict[Principal, _Holding] = {}
+        self._group_bytes: collections.Counter[Group] = collections.Counter()
         self._bytes = 0
 
     async def store_event(self, stream_id: str, message: JSONRPCMessage | None) -> str:
@@ -217,21 +222,34 @@ class BoundedEventStore(EventStore):
         while self._bytes + size + (STREAM_OVERHEAD if key not in self._streams else 0) > (
             self._max_bytes
         ):
-            largest = max(self._holdings.values(), key=lambda holding: holding.bytes)
-            self._evict(next(iter(largest.events.values())))
+            self._evict(self._heaviest())
         holding = self._holdings.setdefault(event.owner, _Holding())
         stream = self._streams.get(key)
         if stream is None:
             stream = self._streams[key] = collections.deque()
-            self._count(holding, STREAM_OVERHEAD)
+            self._count(event.owner, holding, STREAM_OVERHEAD)
         stream.append(event)
         self._events[event_id] = event
         holding.events[event_id] = event
-        self._count(holding, size)
+        self._count(event.owner, holding, size)
         return event_id
 
-    def _count(self, holding: _Holding, size: int) -> None:
+    def _heaviest(self) -> _Event:
+        """The event to evict first: the oldest of the heaviest principal of the heaviest group.
+
+        By group first: a tenant's many tokens, each lighter than another tenant's
+        one, still make the tenant the one whose events go.
+        """
+        group, _ = self._group_bytes.most_common(1)[0]
+        owner = max(
+            (owner for owner in self._holdings if owner.group == group),
+            key=lambda owner: self._holdings[owner].bytes,
+        )
+        return next(iter(self._holdings[owner].events.values()))
+
+    def _count(self, owner: Principal, holding: _Holding, size: int) -> None:
         holding.bytes += size
+        self._group_bytes[owner.group] += size
         self._bytes += size
 
     async def replay_events_after(
@@ -288,12 +306,14 @@ class BoundedEventStore(EventStore):
         holding = self._holdings[event.owner]
         if not stream:
             del self._streams[event.stream]
-            self._count(holding, -STREAM_OVERHEAD)
+            self._count(event.owner, holding, -STREAM_OVERHEAD)
         del self._events[event.id]
         del holding.events[event.id]
-        self._count(holding, -event.size)
+        self._count(event.owner, holding, -event.size)
         if not holding.events:
             del self._holdings[event.owner]
+        if not self._group_bytes[event.owner.group]:
+            del self._group_bytes[event.owner.group]
 
 
 @final

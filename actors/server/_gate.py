@@ -17,7 +17,10 @@ For each HTTP request, in order (after `actors.server._front` checked its
    request (any other version).
 3. A request that may open a session is refused (429) once its **principal**
    — the token, or every anonymous client together — holds
-   ``max_sessions_per_token`` open sessions; `SessionTable` says which are.
+   ``max_sessions_per_token`` open sessions, once its tenant holds its share
+   of the `MAX_OPEN_SESSIONS` the SDK keeps (`actors.server._shares`: many
+   tokens of one tenant do not take every session, invariant 10), or once all
+   of them are open; `SessionTable` says which are.
 4. Everything else goes to the SDK unchanged: the body it gets is the one
    read here, replayed.
 
@@ -42,7 +45,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
@@ -54,6 +56,7 @@ from mcp import types
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.streamable_http_manager import DEFAULT_MAX_SESSIONS
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from starlette.authentication import AuthCredentials
@@ -61,6 +64,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 
 from ._jsonrpc import Accept, Answer, BatchReply, Ignore, Reply, plan_batch, screen
+from ._shares import ANONYMOUS, Bound, FairShares, Full, Principal
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -75,6 +79,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_SESSIONS_PER_TOKEN",
     "DEFAULT_SESSION_IDLE_TIMEOUT",
+    "MAX_OPEN_SESSIONS",
     "TENANT_CLAIM",
     "AuthRefusal",
     "Authenticator",
@@ -89,6 +94,9 @@ __all__ = [
 
 DEFAULT_MAX_SESSIONS_PER_TOKEN: Final = 100
 """Open HTTP sessions one token (or every anonymous client together) may hold at once."""
+MAX_OPEN_SESSIONS: Final = DEFAULT_MAX_SESSIONS
+"""Open HTTP sessions over all clients: the SDK's own bound, which the gate keeps first,
+sharing it fairly among tenants."""
 DEFAULT_SESSION_IDLE_TIMEOUT: Final = 600.0
 """Seconds an HTTP session may go without a request in flight before it is closed."""
 DEFAULT_MAX_BATCH: Final = 32
@@ -98,8 +106,6 @@ REFUSAL_LOG_INTERVAL: Final = 10.0
 
 TENANT_CLAIM: Final = "dev.mcp-actors/tenant"
 """The claim of a bearer token's `AccessToken` that names the tenant it is bound to."""
-ANONYMOUS: Final = "anonymous"
-"""The principal of every client without a token (a loopback server configured without any)."""
 
 _SSE: Final = "text/event-stream"
 NO_VALID_TOKEN: Final = "a request without a valid bearer token"
@@ -203,7 +209,7 @@ class RefusalLog:
 
 @attrs.define(eq=False)
 class _Session:
-    principal: str
+    principal: Principal
     version: str
     """The protocol version its ``initialize`` negotiated."""
     path: str
@@ -236,7 +242,9 @@ class SessionTable:
     the idle timeout.) Only requests at the session's path count.
 
     A request that may open a session holds a place for its principal while
-    it is served, so that many sent at once cannot overshoot the limit.
+    it is served, so that many sent at once cannot overshoot the limit. The
+    places are `FairShares`: ``limit`` per principal, and at most
+    `MAX_OPEN_SESSIONS` in all, of which each tenant holds its share.
     """
 
     def __init__(self, limit: int, idle_timeout: float) -> None:
@@ -246,52 +254,49 @@ class SessionTable:
         if not idle_timeout > 0:
             msg = f"session_idle_timeout must be positive, got {idle_timeout}"
             raise ValueError(msg)
-        self.limit: Final = limit
         self.idle_timeout: Final = idle_timeout
+        self._places = FairShares(MAX_OPEN_SESSIONS, limit)
+        self.total: Final = self._places.total
+        """Sessions open at once over all principals: give the SDK the same bound."""
         self._sessions: dict[str, _Session] = {}
-        self._by_principal: dict[str, set[str]] = {}
-        self._opening: Counter[str] = Counter()
+        # The sessions with no request in flight, the longest idle first: the ones
+        # to expire are at the front.
+        self._idle: dict[str, None] = {}
 
-    def held(self, principal: str) -> int:
+    def held(self, principal: Principal) -> int:
         """How many sessions `principal` has open or is opening."""
-        self._expire(principal)
-        return len(self._by_principal.get(principal, ())) + self._opening[principal]
+        self._expire()
+        return self._places.held(principal)
 
-    def reserve(self, principal: str) -> bool:
-        """Hold a place for a session `principal` may open; False at the limit."""
-        if self.held(principal) >= self.limit:
-            return False
-        self._opening[principal] += 1
-        return True
+    def reserve(self, principal: Principal) -> Full | None:
+        """Hold a place for a session `principal` may open; None, or why there is none."""
+        self._expire()
+        return self._places.take(principal)
 
-    def unreserve(self, principal: str) -> None:
+    def unreserve(self, principal: Principal) -> None:
         """The request that held a place has ended without opening a session."""
-        self._opening[principal] -= 1
-        if not self._opening[principal]:
-            del self._opening[principal]
+        self._places.give_back(principal)
 
-    def opened(self, session_id: str, principal: str, version: str, path: str) -> None:
+    def opened(self, session_id: str, principal: Principal, version: str, path: str) -> None:
         """A response to a request at `path` named the new session `session_id`, still in flight.
 
-        The place the request held becomes the session's, in one step: counted
-        twice for a moment, it would refuse another opening one below the limit.
+        The place the request held becomes the session's, and is not counted again:
+        counted twice for a moment, it would refuse another opening one below the limit.
         """
-        self.unreserve(principal)
         self._sessions[session_id] = _Session(principal, version, path)
-        self._by_principal.setdefault(principal, set()).add(session_id)
 
-    def tracked(self, session_id: str | None, principal: str, path: str) -> _Session | None:
+    def tracked(self, session_id: str | None, principal: Principal, path: str) -> _Session | None:
         """`session_id`'s session, if tracked here as opened by `principal` at `path`."""
         session = None if session_id is None else self._sessions.get(session_id)
         if session is None or session.principal != principal or session.path != path:
             return None  # the SDK refuses another principal's session, the app another path (404)
         return session
 
-    def enter(self, session_id: str | None, principal: str, path: str) -> _Session | None:
+    def enter(self, session_id: str | None, principal: Principal, path: str) -> _Session | None:
         """A request at `path` for `session_id` by `principal` goes on; its session, if tracked."""
         session = self.tracked(session_id, principal, path)
-        if session is not None:
-            session.in_flight += 1
+        if session is not None and session_id is not None:
+            self._busy(session_id, session)
         return session
 
     @contextmanager
@@ -299,7 +304,7 @@ class SessionTable:
         """Within the block, a request the session table `tracked` is in flight in `session_id`."""
         session = self._sessions.get(session_id)
         if session is not None:
-            session.in_flight += 1
+            self._busy(session_id, session)
         try:
             yield
         finally:
@@ -311,28 +316,35 @@ class SessionTable:
         if session is None:
             return
         session.in_flight -= 1
-        session.idle_since = anyio.current_time()
         if deleted and status is not None and status < 300:
             self._forget(session_id)
+        elif not session.in_flight:
+            session.idle_since = anyio.current_time()
+            self._idle.pop(session_id, None)
+            self._idle[session_id] = None  # the most recently idle: last
 
-    def version(self, session_id: str | None, principal: str) -> str | None:
+    def version(self, session_id: str | None, principal: Principal) -> str | None:
         """The protocol version `principal`'s session `session_id` negotiated, if tracked."""
         session = None if session_id is None else self._sessions.get(session_id)
         return session.version if session is not None and session.principal == principal else None
 
-    def _expire(self, principal: str) -> None:
+    def _busy(self, session_id: str, session: _Session) -> None:
+        session.in_flight += 1
+        self._idle.pop(session_id, None)
+
+    def _expire(self) -> None:
+        """Forget every session idle for `idle_timeout`: their places count for nobody."""
         now = anyio.current_time()
-        for session_id in list(self._by_principal.get(principal, ())):
-            session = self._sessions[session_id]
-            if not session.in_flight and now - session.idle_since >= self.idle_timeout:
-                self._forget(session_id)
+        while self._idle:
+            oldest = next(iter(self._idle))
+            if now - self._sessions[oldest].idle_since < self.idle_timeout:
+                return
+            self._forget(oldest)
 
     def _forget(self, session_id: str) -> None:
         session = self._sessions.pop(session_id)
-        held = self._by_principal[session.principal]
-        held.discard(session_id)
-        if not held:
-            del self._by_principal[session.principal]
+        self._idle.pop(session_id, None)
+        self._places.give_back(session.principal)
 
 
 @final
@@ -633,14 +645,15 @@ class Gate:
         scope: Scope,
         receive: Receive,
         send: Send,
-        principal: str,
+        principal: Principal,
         request_id: types.RequestId | None,
         initialize: Mapping[str, Any] | None,
     ) -> None:
         """A request without a session: it may open one, if its principal has room."""
-        if not self._sessions.reserve(principal):
-            self._refusals.refused("a new session over the per-token limit", principal, scope)
-            await self._too_many_sessions(principal, request_id)(scope, receive, send)
+        full = self._sessions.reserve(principal)
+        if full is not None:
+            self._refusals.refused(_OVER[full.bound], str(principal), scope)
+            await self._too_many_sessions(full, request_id)(scope, receive, send)
             return
         opened: str | None = None
 
@@ -770,25 +783,49 @@ class Gate:
         )
         return error_response(413, message)
 
-    def _too_many_sessions(self, principal: str, request_id: types.RequestId | None) -> Response:
-        who = "anonymous clients together hold" if principal == ANONYMOUS else "this token holds"
+    def _too_many_sessions(self, full: Full, request_id: types.RequestId | None) -> Response:
+        if full.bound is Bound.TOTAL:
+            reason = full.says("sessions", "are open")
+            message = f"{reason}; retry later, once some have ended or expired"
+            return error_response(429, message, request_id=request_id)
+        if full.bound is Bound.HOLDER:
+            anonymous = full.principal.label == ANONYMOUS
+            who = "anonymous clients together hold" if anonymous else "this token holds"
+            reason = (
+                f"{who} {full.limit} open sessions already, the most allowed "
+                "(--max-sessions-per-token)"
+            )
+        else:
+            reason = full.says("sessions", "are open")
         message = (
-            f"{who} {self._sessions.limit} open sessions already, the most allowed "
-            "(--max-sessions-per-token); end one (HTTP DELETE with its Mcp-Session-Id) or let an "
-            f"idle one expire ({self._sessions.idle_timeout:g} s without requests, "
-            "--session-idle-timeout)"
+            f"{reason}; end one (HTTP DELETE with its Mcp-Session-Id) or let an idle one expire "
+            f"({self._sessions.idle_timeout:g} s without requests, --session-idle-timeout)"
         )
         return error_response(429, message, request_id=request_id)
 
 
-def _principal(scope: Scope) -> str:
-    """Whose sessions a request counts against: its token's label, or every anonymous client."""
+_OVER: Final = {
+    Bound.HOLDER: "a new session over the per-token limit",
+    Bound.GROUP: "a new session over its tenant's share",
+    Bound.TOTAL: "a new session over the server's total",
+}
+"""The `RefusalLog` kind of a session refused by each bound."""
+
+
+def _principal(scope: Scope) -> Principal:
+    """Whose sessions a request counts against: its token's, or every anonymous client's."""
     return principal_of(access_token_of(scope))
 
 
-def principal_of(token: AccessToken | None) -> str:
-    """Whose sessions a request with `token` counts against (None: an anonymous one's)."""
-    return ANONYMOUS if token is None else token.client_id
+def principal_of(token: AccessToken | None) -> Principal:
+    """Who sends a request with `token` (None: an anonymous one): its label and its tenant.
+
+    The owner of the sessions it opens, and of the events stored for them.
+    """
+    if token is None:
+        return Principal(ANONYMOUS)
+    tenant = (token.claims or {}).get(TENANT_CLAIM)
+    return Principal(token.client_id, tenant if isinstance(tenant, str) else None)
 
 
 def _may_open_a_session(scope: Scope) -> bool:

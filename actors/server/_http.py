@@ -54,7 +54,7 @@ from ._mcp import McpAdapter, connection_of
 from ._oauth import OAuthResource
 from ._ops import OpsRoutes, serve_asgi
 from ._options import LOOPBACK_NAMES, is_loopback
-from ._wire import FastStream, WireLimits
+from ._wire import FastStream
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -263,7 +263,8 @@ def http_app(
     Each token, and every anonymous client together, may hold
     ``options.max_sessions_per_token`` open sessions; a session with no request
     in flight for ``options.session_idle_timeout`` seconds is closed. The SDK's
-    own cap on all sessions (10 000) stays as the bound on the whole table.
+    own cap on all sessions (10 000) stays as the bound on the whole table, and
+    the gate shares it fairly among tenants (`SessionTable`).
 
     Each POST's SSE stream starts with an event id and a ``retry`` field; a
     client whose connection drops resumes it with ``Last-Event-ID``, from the
@@ -310,6 +311,7 @@ def _http_apps(
         retry_interval=RETRY_INTERVAL_MS,
         max_request_body_size=options.max_request_bytes,
         session_idle_timeout=options.session_idle_timeout,
+        max_sessions=sessions.total,
         transport_security=_NO_SDK_HOST_CHECK,
         host=options.http[0],
     )
@@ -489,9 +491,8 @@ async def serve_http(
         gated, readiness, metrics, auth
     )
     apps = _http_apps(adapter, options, refusals, with_ops, auth)
-    limits = WireLimits(max_body_bytes=options.max_request_bytes)
     try:
-        announce = f"mcp-actors: listening on {{}}{MCP_PATH}"
+        announce = f"listening on {{}}{MCP_PATH}"
         bind = http_bind(host, port)
         async with trio.open_nursery() as nursery:
             if auth is not None and auth.oauth is not None:
@@ -504,7 +505,7 @@ async def serve_http(
                 announce,
                 grace=_HTTP_CLOSE_GRACE,
                 flag="--http",
-                limits=limits,
+                limits=options.wire_limits,
                 fast=apps.fast,
                 hypercorn=not options.lean_http,
             )

@@ -4,8 +4,10 @@
 spec ask: signed (asymmetric algorithms only, from the operator's list, never
 ``none`` or an HMAC whose secret a verifier would share), by a key of the
 configured issuer's JWK set, with ``iss``, ``aud``, ``exp`` (and ``nbf``/``iat``
-when present) right, within a small leeway. What it returns are the verified
-claims; `actors.server._oauth` turns them into a tenant.
+when present) right, within a small leeway, and of an access token's type when
+the header names one (``typ``: ``at+jwt``, RFC 9068 §4, or the generic ``JWT``;
+see `ACCESS_TOKEN_TYPES`). What it returns are the verified claims;
+`actors.server._oauth` turns them into a tenant.
 
 Why PyJWT
 ---------
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from ._oauth import OAuthSettings
 
 __all__ = [
+    "ACCESS_TOKEN_TYPES",
     "MAX_DOCUMENT_BYTES",
     "MAX_KEYS",
     "MIN_RSA_BITS",
@@ -82,6 +85,17 @@ MAX_KEYS: Final = 100
 """The most keys a JWK set may hold (an issuer publishes a handful)."""
 MIN_RSA_BITS: Final = 2048
 """The shortest RSA key used (NIST SP 800-131A); a shorter one is ignored."""
+ACCESS_TOKEN_TYPES: Final = frozenset({"at+jwt", "application/at+jwt", "jwt"})
+"""The header ``typ`` values (compared in lowercase) of a token taken as an access token.
+
+RFC 9068's ``at+jwt`` (``application/`` may prefix it), so that another JWT the
+issuer signs with the same keys (a logout token, a security event, a DPoP
+proof: ``logout+jwt``, ``secevent+jwt``, ``dpop+jwt``) is never taken for an
+access token. A header without ``typ``, or with the generic ``JWT``, is taken
+too: many issuers put no ``typ`` on their access tokens, and Keycloak, Entra ID
+and Auth0 (unless asked for RFC 9068's profile) put ``JWT`` on them; refusing
+those would refuse every token such an issuer signs. An ID token (``JWT``
+too) is still refused: its audience is the client, not this server."""
 
 # Each algorithm's key type, and the curves it may use (None: any size of RSA key).
 _FAMILIES: Final[Mapping[str, tuple[str, frozenset[str] | None]]] = {
@@ -432,6 +446,10 @@ class IssuerKeys:
         return prepared
 
 
+def _access_token_type(typ: object) -> bool:
+    return isinstance(typ, str) and typ.lower() in ACCESS_TOKEN_TYPES
+
+
 @final
 class JwtVerifier:
     """Checks JWT access tokens against `OAuthSettings`; the claims of a good one."""
@@ -464,6 +482,11 @@ class JwtVerifier:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as error:
             return Invalid(f"the token's header cannot be read: {error}")
+        if "typ" in header and not _access_token_type(header["typ"]):
+            return Invalid(
+                f"the token's type (typ {_shown(header['typ'])}) is not an access token's "
+                "(at+jwt, RFC 9068)"
+            )
         alg = header.get("alg")
         algorithms = self._settings.algorithms
         if alg not in algorithms:

@@ -242,6 +242,9 @@ class _SdkSessions:
         transport = manager._server_instances.get(session_id)
         if transport is None or transport.is_terminated:
             return None
+        # The SDK's own owner check: client_id, issuer and subject. An OAuth token's
+        # client_id names its tenant too (`actors.server._oauth`), so the same subject of
+        # another tenant is another owner here as in the gate.
         requestor = None if token is None else authorization_context(AuthenticatedUser(token))
         if requestor != manager._session_owners.get(session_id):
             return None

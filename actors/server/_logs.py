@@ -11,6 +11,11 @@ newlines and control characters are escaped, and everything outside ASCII
 is written as ``\\u`` escapes, so a client cannot forge a record, break a
 line, or slip in characters a terminal or a log viewer would act on. A
 string longer than `MAX_FIELD_CHARACTERS` is cut, with ``…`` at its end.
+
+Under JSON every line on stderr is such a record: the lines ``serve`` writes
+whatever the log level (where it listens, why it cannot serve: `announce`),
+Python's warnings, and a traceback that would end the process
+(`capture_stray_output`).
 """
 
 from __future__ import annotations
@@ -19,21 +24,26 @@ import datetime
 import json
 import logging
 import math
+import re
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from types import TracebackType
 
 __all__ = [
     "EVENT_FIELD",
+    "LISTENING",
     "LOG_FORMATS",
     "MAX_FIELD_CHARACTERS",
     "TEXT_FORMAT",
     "JsonFormatter",
     "LibraryLines",
     "LogFormat",
+    "announce",
+    "capture_stray_output",
     "log_handler",
 ]
 
@@ -44,6 +54,11 @@ EVENT_FIELD: Final = "event"
 """The `logging` ``extra`` key whose mapping becomes the record's ``event`` object."""
 MAX_FIELD_CHARACTERS: Final = 256
 """Longest string kept whole in an event field."""
+_ANNOUNCING_LOGGER: Final = "actors.serve"
+LISTENING: Final = re.compile(r'listening on (http://[^\s"]+)')
+"""Finds the URL in the line ``serve`` writes once it listens, as text
+(``mcp-actors: listening on URL``) or as a JSON record (whose message ends
+the URL with a quote)."""
 
 
 def _bounded(value: object) -> object:
@@ -72,6 +87,51 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             document["exception"] = self.formatException(record.exc_info)
         return json.dumps(document, ensure_ascii=True, default=str)
+
+
+def announce(message: str, *, level: int = logging.INFO, prefix: str = "mcp-actors") -> None:
+    """Write `message` on stderr whatever the log level: tests and scripts wait for it.
+
+    As the line ``PREFIX: MESSAGE``; or, where the process logs JSON (a
+    `JsonFormatter` on a root handler, as `log_handler` makes for ``json``),
+    as a JSON record through those handlers, so that stderr stays all JSON.
+    """
+    handlers = [
+        handler
+        for handler in logging.getLogger().handlers
+        if isinstance(handler.formatter, JsonFormatter)
+    ]
+    if not handlers:
+        print(f"{prefix}: {message}", file=sys.stderr, flush=True)
+        return
+    record = logging.LogRecord(_ANNOUNCING_LOGGER, level, __file__, 0, message, None, None)
+    for handler in handlers:
+        handler.handle(record)
+
+
+def capture_stray_output() -> None:
+    """Send what Python itself writes on stderr through the log handlers: warnings, and
+    the traceback of an exception that ends the process or that nothing could raise to.
+
+    For ``json``, where a line of plain text is one a log shipper cannot parse.
+    """
+    logging.captureWarnings(True)
+    stray = logging.getLogger(_ANNOUNCING_LOGGER)
+
+    def uncaught(
+        kind: type[BaseException], error: BaseException, traceback: TracebackType | None
+    ) -> None:
+        stray.critical("uncaught %s: %s", kind.__name__, error, exc_info=(kind, error, traceback))
+
+    def unraisable(hook: sys.UnraisableHookArgs) -> None:
+        error = hook.exc_value
+        described = hook.exc_type.__name__ if error is None else f"{type(error).__name__}: {error}"
+        where = hook.err_msg or "Exception ignored in"
+        exc_info = None if error is None else (hook.exc_type, error, hook.exc_traceback)
+        stray.error("%s %r: %s", where, hook.object, described, exc_info=exc_info)
+
+    sys.excepthook = uncaught
+    sys.unraisablehook = unraisable
 
 
 def log_handler(log_format: LogFormat) -> logging.Handler:

@@ -29,8 +29,10 @@ Who may claim a context
 The context travels in the call (``__sessionId`` … in the arguments or
 ``sessionId`` … in ``_meta``). The transport says who the *caller* is (a
 `protocol.Caller`), and `actors.prepare_call` judges the call by the
-caller's rules (default session, tenant; see `protocol.Caller`) before the
-runtime sees it.
+caller's rules (default session, tenant, and which channel may name a
+session: the stdio parent's arguments, which its model writes, only its own
+unless the operator allows more; see `protocol.Caller`) before the runtime
+sees it.
 
 A call that names no session lands in its connection's own session
 (invariant 11: never in one that another connection also reaches): the stdio
@@ -81,8 +83,8 @@ from protocol import (
     ContextPolicy,
     NoSessionError,
     ProtocolError,
+    ReachError,
     ServiceInfo,
-    TenantError,
     ToolContext,
     parse_call,
 )
@@ -111,10 +113,10 @@ from ._channels import (
     validation_problem,
 )
 from ._logs import EVENT_FIELD
-from ._parking import ParkedAsker, ParkedCalls
+from ._parking import ParkedAsker, ParkedCall, ParkedCalls
 from ._sessions import SessionEnds
+from ._shares import Principal
 from ._subscriptions import (
-    MAX_LISTEN_STREAMS,
     MAX_SUBSCRIPTIONS,
     Background,
     Subscriber,
@@ -160,15 +162,23 @@ def connection_session() -> str:
     return f"connection-{secrets.token_urlsafe(18)}"
 
 
-def stdio_caller(session: str | None) -> Caller:
+def stdio_caller(session: str | None, *, arguments_may_name_sessions: bool = False) -> Caller:
     """The parent process on stdio: a trusted middleware, bound to no tenant, the only client.
 
     Its calls that name no session land in `session`: one made by
     `connection_session` for this connection alone, or one the operator named
     (``serve --session``) to share on purpose. ``None`` leaves them to the
-    context policy (``--require-session`` refuses them).
+    context policy (``--require-session`` refuses them). The host names other
+    sessions in ``_meta``; the arguments, which its model writes, may name
+    `session` only, unless `arguments_may_name_sessions` (``serve
+    --allow-session-naming``): see `Caller.arguments_may_name_sessions`.
     """
-    return Caller("stdio", transport_session=session, sole_client=True)
+    return Caller(
+        "stdio",
+        transport_session=session,
+        sole_client=True,
+        arguments_may_name_sessions=arguments_may_name_sessions,
+    )
 
 
 class CallTarget(Protocol):
@@ -216,6 +226,8 @@ END_SESSION: Final = "session__end"
 """The tool that ends the caller's own session: its actors stop and its stored state goes.
 Listed only when the operator enables it (``allow_end_session``)."""
 _NO_ARGUMENTS: Final = {"type": "object", "properties": {}, "additionalProperties": False}
+_REACHED_TOO_FAR: Final = frozenset({"outside_tenant", "outside_connection"})
+"""The outcomes of a call that named a session its caller may not reach (`ReachError`)."""
 _END_SESSION_SERVICE: Final = ServiceInfo("session", "end", BackendType.BUILTIN)
 _END_SESSION_TOOL: Final = types.Tool(
     name=END_SESSION,
@@ -299,7 +311,8 @@ class _Attempt:
 
     def log(self) -> None:
         """One line: what ran, for whom, on whose behalf, how it ended, how long it took."""
-        level = logging.WARNING if self.outcome == "outside_tenant" else logging.INFO
+        # A call that reached for a session it may not: worth an operator's look.
+        level = logging.WARNING if self.outcome in _REACHED_TOO_FAR else logging.INFO
         if not logger.isEnabledFor(level):
             return  # a line nobody keeps costs nothing to build (one per request)
         milliseconds = (time.perf_counter() - self.started) * 1000
@@ -344,7 +357,8 @@ class McpAdapter:
     `identify` tells, for each request, who the caller is (see `Caller`); the
     default treats every request as coming from one trusted client, the stdio
     parent, whose calls that name no session land in one session private to
-    this adapter. One adapter can serve any number of connections at once:
+    this adapter, and whose arguments may name that session only (`stdio_caller`).
+    One adapter can serve any number of connections at once:
     give it an `identify` that tells them apart.
 
     With `end_connection_sessions`, a connection's own session (the one its
@@ -643,7 +657,7 @@ class McpAdapter:
             return _Report(result)
 
         report: _Report | types.InputRequiredResult
-        if parked is None:  # too many parked already: its questions fail at once
+        if not isinstance(parked, ParkedCall):  # too many parked already: questions fail at once
             report = await call()
         else:
             parked.logs = logs
@@ -735,7 +749,7 @@ class McpAdapter:
     ) -> _Report:
         """The ``isError`` result of a call refused with `exc`, and the outcome in `attempt`."""
         attempt.outcome = outcome_of(exc)
-        if isinstance(exc, TenantError):
+        if isinstance(exc, ReachError):
             attempt.context = exc.context  # which session the caller reached for
         return _Report(error_result(exc, tool.service))
 
@@ -1006,16 +1020,17 @@ class McpAdapter:
         if len(uris) > MAX_SUBSCRIPTIONS:
             msg = f"a listen stream follows at most {MAX_SUBSCRIPTIONS} resources, not {len(uris)}"
             raise MCPError(types.INVALID_PARAMS, msg)
-        if self._subscriptions.streams >= MAX_LISTEN_STREAMS:
-            msg = f"{MAX_LISTEN_STREAMS} listen streams are open already; retry later"
-            raise MCPError(types.INTERNAL_ERROR, msg)
         meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
         routes = {uri: self._followed(ctx, uri, _meta_of(params)).route for uri in uris}
+        listener = Principal.of(self._identify(ctx))
+        full = self._subscriptions.open_stream(listener)
+        if full is not None:
+            msg = f"{full.says('listen streams', 'are open')}; close one or retry later"
+            raise MCPError(types.INTERNAL_ERROR, msg)
         subscriber = Subscriber()
-        for uri, route in routes.items():
-            self._subscriptions.follow(subscriber, uri, route)
-        self._subscriptions.streams += 1
         try:
+            for uri, route in routes.items():
+                self._subscriptions.follow(subscriber, uri, route)
             honored = types.SubscriptionFilter(resource_subscriptions=list(routes) or None)
             await ctx.session.send_notification(
                 types.SubscriptionsAcknowledgedNotification(
@@ -1036,7 +1051,7 @@ class McpAdapter:
             await subscriber.deliver(send)
         finally:
             self._subscriptions.drop(subscriber)
-            self._subscriptions.streams -= 1
+            self._subscriptions.close_stream(listener)
         return types.SubscriptionsListenResult(_meta=meta)
 
     def _enter(self) -> None:

@@ -18,8 +18,10 @@ alike:
   ``scope`` (space-separated) or ``scp`` claim, or the request is refused
   with 403 ``insufficient_scope``.
 * **Who.** A token's principal (the sessions it may reach, what it counts
-  against ``--max-sessions-per-token``) is its subject, ``oauth:<sub>``: a
-  refreshed token reaches the HTTP sessions the old one opened.
+  against ``--max-sessions-per-token``) is its subject in its tenant,
+  ``oauth:<tenant>/<sub>`` (a gateway's: ``oauth:<sub>``): a refreshed token
+  reaches the HTTP sessions the old one opened, and the same subject in
+  another tenant reaches none of them.
 * **Discovery.** The RFC 9728 protected-resource metadata is served at
   ``/.well-known/oauth-protected-resource`` and at the same path followed by
   the MCP endpoint's path (as the MCP authorization spec has clients ask);
@@ -296,11 +298,14 @@ def _scopes(claims: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _label(subject: str) -> str:
-    """How logs and the session table name a token's principal: ``oauth:<sub>``."""
-    if _PLAIN_SUBJECT.fullmatch(subject):
-        return f"oauth:{subject}"
-    return f"oauth:#{hashlib.sha256(subject.encode()).hexdigest()[:16]}"
+def _label(subject: str, tenant: str | None) -> str:
+    """How logs and the session table name a token's principal: ``oauth:<tenant>/<sub>``,
+    or ``oauth:<sub>`` for a gateway's (neither a tenant's name nor a plain subject has a
+    ``/``: the two cannot be confused)."""
+    shown = subject
+    if not _PLAIN_SUBJECT.fullmatch(subject):
+        shown = f"#{hashlib.sha256(subject.encode()).hexdigest()[:16]}"
+    return f"oauth:{shown}" if tenant is None else f"oauth:{tenant}/{shown}"
 
 
 def _description(text: str) -> str:
@@ -379,7 +384,9 @@ class OAuthResource:
             bound[TENANT_CLAIM] = tenant
         return AccessToken(
             token=token,
-            client_id=_label(subject),
+            # The SDK's own session-owner check compares client_id, issuer and subject:
+            # the tenant must be in one of them, or beta's "alice" would own alpha's.
+            client_id=_label(subject, tenant),
             scopes=scopes,
             expires_at=int(claims["exp"]),
             resource=settings.expected_audience,

@@ -31,7 +31,6 @@ import errno
 import functools
 import logging
 import math
-import sys
 from typing import TYPE_CHECKING, Final, cast, final
 
 import hypercorn.config
@@ -43,6 +42,7 @@ from protocol import ActorKey, ToolContext
 
 from ..store import SplitStore, StoreError
 from ._gate import TENANT_CLAIM
+from ._logs import announce as announce_line
 from ._wire import WireLimits, serve_wire
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HEALTH_PATH",
     "METRICS_PATH",
+    "OPS_MAX_BODY_BYTES",
     "READY_PATH",
     "OpsRoutes",
     "Readiness",
@@ -77,6 +78,9 @@ PROBE_TIMEOUT: Final = 2.0
 """Seconds the store may take to answer the readiness probe."""
 PROBE_REUSE: Final = 1.0
 """Seconds one probe's answer is reused for."""
+OPS_MAX_BODY_BYTES: Final = 1024
+"""Bytes of a request body the operator's own listener reads: its paths take none, and a
+client that trickles one holds no more than that."""
 
 
 @final
@@ -286,8 +290,9 @@ async def serve_asgi(
     `WireLimits` when None), `fast` tried before the app; with `hypercorn`,
     by hypercorn as before (``--sdk-http``), and `limits` and `fast` are not
     used. Once it listens, prints `announce` with each address bound in
-    place of ``{}`` (not a log record: tests and scripts parse it, whatever
-    the log level). Open connections get `grace` seconds once `stop` is set.
+    place of ``{}`` (`announce_line`: written whatever the log level, since
+    tests and scripts parse it; a JSON record under ``--log-format json``).
+    Open connections get `grace` seconds once `stop` is set.
     An address that cannot be bound is an OSError naming it and `flag`, the
     option that gave it.
     """
@@ -307,7 +312,7 @@ async def serve_asgi(
             first = cast("OSError", leaves(failed)[0])
             raise OSError(_cannot_bind(first, bind, flag)) from None
         for where in binds:
-            print(announce.format(where), file=sys.stderr, flush=True)
+            announce_line(announce.format(where))
         task_status.started()
 
 

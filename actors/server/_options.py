@@ -22,6 +22,7 @@ from ._events import DEFAULT_MAX_STORED_EVENT_BYTES
 from ._gate import DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_SESSION_IDLE_TIMEOUT
 from ._prefix import check_session_id_prefix
 from ._stdio import DEFAULT_MAX_IN_FLIGHT
+from ._wire import DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, WireLimits
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -121,15 +122,23 @@ class ServeOptions:
     """Bytes the SSE events kept for resuming dropped HTTP streams may take, all together."""
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     """Stdio requests read ahead of their replies; past it, no more are read."""
+    max_connections_per_address: int = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS
+    """HTTP connections one client address may hold before its first whole request (on
+    the HTTP listener and the ``--metrics`` one, each); one more gets 503."""
     state: str | tuple[str, ...] | None = None
     """Where durable state is kept (`actors.store.open_store` URL, or several PostgreSQL URLs
-    for a store split by session); None: `default_state_url`."""
+    for a store split by session); None: `default_state_url` of the transport, a file
+    the other transport's default never shares."""
     metrics: bool = False
     """Serve Prometheus metrics at ``/metrics`` (the ``metrics`` extra)."""
     session: str | None = None
     """The session a stdio client's calls that name none land in, shared with every
     server given the same name; ``None``: a session private to the connection, ended
     with it. Stdio only."""
+    allow_session_naming: bool = False
+    """Let a stdio call's arguments (``__sessionId``, which the model writes) name a session
+    other than the connection's own; off, only the host's ``_meta.sessionId`` may. Stdio
+    only: over HTTP arguments may name any session within the token's tenant."""
     allow_end_session: bool = False
     """List the ``session__end`` tool, which lets a client end its own session."""
     lean_http: bool = True
@@ -169,6 +178,7 @@ class ServeOptions:
             ("--max-sessions-per-token", self.max_sessions_per_token),
             ("--max-stored-event-bytes", self.max_stored_event_bytes),
             ("--max-in-flight", self.max_in_flight),
+            ("--max-connections-per-address", self.max_connections_per_address),
         ):
             if value < 1:
                 msg = f"{flag} must be at least 1, got {value}"
@@ -207,6 +217,14 @@ class ServeOptions:
         self._check_shared_exec()
 
     @property
+    def wire_limits(self) -> WireLimits:
+        """What one client may make an HTTP listener of ours hold (`WireLimits`)."""
+        return WireLimits(
+            max_body_bytes=self.max_request_bytes,
+            max_connections_per_address=self.max_connections_per_address,
+        )
+
+    @property
     def authenticates(self) -> bool:
         """Whether HTTP clients need a bearer token: static `tokens`, or `oauth`."""
         return bool(self.tokens) or self.oauth is not None
@@ -220,6 +238,12 @@ class ServeOptions:
             raise ConfigurationError(str(exc)) from None
 
     def _check_session(self) -> None:
+        if self.allow_session_naming and self.http is not None:
+            msg = (
+                "--allow-session-naming applies to stdio only: over HTTP a call's arguments "
+                "may name any session its token may reach (its tenant's, for a tenant token)"
+            )
+            raise ConfigurationError(msg)
         if self.session is None:
             return
         if self.http is not None:
@@ -302,7 +326,9 @@ class ServeOptions:
     @property
     def state_url(self) -> str | tuple[str, ...]:
         """The store to open: `state`, or the SQLite file in the user's state directory."""
-        return default_state_url() if self.state is None else self.state
+        if self.state is not None:
+            return self.state
+        return default_state_url("stdio" if self.http is None else "http")
 
     @property
     def state_creation(self) -> Creation:

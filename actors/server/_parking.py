@@ -19,16 +19,16 @@ What bounds it: a question waits `ASK_TIMEOUT` for its answer at most (the
 call's deadline may end it sooner), after which the handler gets
 CannotAskError; a result nobody comes back for is kept `KEPT` seconds; at
 most `MAX_PARKED` calls are parked at once, `MAX_PARKED_PER_CALLER` per
-caller — beyond, the handler's questions get CannotAskError at once. The
-state is a random 32-byte token, valid only for the caller (token and
-tenant) that started the call: a client cannot resume, or read the result
-of, another's call.
+caller, and a tenant's share of them (`actors.server._shares`: many tokens of
+one tenant do not take every place, invariant 10) — beyond, the handler's
+questions get CannotAskError at once. The state is a random 32-byte token,
+valid only for the caller (token and tenant) that started the call: a client
+cannot resume, or read the result of, another's call.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections import Counter
 from typing import TYPE_CHECKING, Any, Final, final
 
 import anyio
@@ -42,6 +42,7 @@ from ._channels import (
     sampled_text,
     sampling_request,
 )
+from ._shares import FairShares, Full, Principal
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -59,14 +60,6 @@ MAX_PARKED_PER_CALLER: Final = 100
 KEPT: Final = 60.0
 """Seconds a parked call's result waits for its client to come back for it."""
 
-Owner = tuple[str, str | None]
-"""Who may resume a parked call: the label and tenant of the caller that started it."""
-
-
-def owner_of(caller: Caller) -> Owner:
-    """The owner a call of `caller`'s gets."""
-    return caller.label, caller.tenant
-
 
 @final
 class ParkedCall:
@@ -76,9 +69,10 @@ class ParkedCall:
     or its result: whichever comes first.
     """
 
-    def __init__(self, token: str, owner: Owner, tool: str, context: ToolContext) -> None:
+    def __init__(self, token: str, owner: Principal, tool: str, context: ToolContext) -> None:
         self.token: Final = token
         self.owner: Final = owner
+        """Who may resume it: the caller (token and tenant) that started it."""
         self.tool: Final = tool
         """The tool's full name: a retry must name the same tool."""
         self.context: Final = context
@@ -154,26 +148,26 @@ class ParkedCall:
 
 @final
 class ParkedCalls:
-    """The parked calls by their state token, and how many each caller holds."""
+    """The parked calls by their state token, and how many each caller and tenant holds."""
 
     def __init__(self) -> None:
         self._calls: dict[str, ParkedCall] = {}
-        self._per_owner: Counter[Owner] = Counter()
+        self._shares = FairShares(MAX_PARKED, MAX_PARKED_PER_CALLER)
 
-    def park(self, caller: Caller, tool: str, context: ToolContext) -> ParkedCall | None:
-        """A new parked call of `caller`'s; None when the bounds allow no more."""
-        owner = owner_of(caller)
-        if len(self._calls) >= MAX_PARKED or self._per_owner[owner] >= MAX_PARKED_PER_CALLER:
-            return None
+    def park(self, caller: Caller, tool: str, context: ToolContext) -> ParkedCall | Full:
+        """A new parked call of `caller`'s; or why the bounds allow no more."""
+        owner = Principal.of(caller)
+        full = self._shares.take(owner)
+        if full is not None:
+            return full
         parked = ParkedCall(secrets.token_urlsafe(32), owner, tool, context)
         self._calls[parked.token] = parked
-        self._per_owner[owner] += 1
         return parked
 
     def find(self, token: str, caller: Caller, tool: str) -> ParkedCall | None:
         """The call `token` names, if `caller` started it and it is of `tool`; else None."""
         parked = self._calls.get(token)
-        if parked is None or parked.owner != owner_of(caller) or parked.tool != tool:
+        if parked is None or parked.owner != Principal.of(caller) or parked.tool != tool:
             return None
         return parked
 
@@ -190,16 +184,14 @@ class ParkedCalls:
                 await parked.collected.wait()
         finally:
             del self._calls[parked.token]
-            self._per_owner[parked.owner] -= 1
-            if not self._per_owner[parked.owner]:
-                del self._per_owner[parked.owner]
+            self._shares.give_back(parked.owner)
 
 
 @final
 class ParkedAsker:
     """A tool's questions, posted on its parked call for the next request to carry."""
 
-    def __init__(self, parked: ParkedCall | None, capabilities: types.ClientCapabilities | None):
+    def __init__(self, parked: ParkedCall | Full, capabilities: types.ClientCapabilities | None):
         self._parked = parked
         self._capabilities = capabilities
 
@@ -231,10 +223,8 @@ class ParkedAsker:
         return sampled_text(result)
 
     async def _asked(self, request: types.InputRequest, doing: str) -> Any:
-        if self._parked is None:
-            msg = (
-                f"cannot {doing}: {MAX_PARKED_PER_CALLER} calls of this client (or "
-                f"{MAX_PARKED} in all) already wait for answers"
-            )
+        if isinstance(self._parked, Full):
+            reason = self._parked.says("calls", "wait for answers")
+            msg = f"cannot {doing}: {reason}; retry once some are answered"
             raise CannotAskError(msg)
         return await self._parked.ask(request)

@@ -61,6 +61,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import logging
+import resource
 import signal
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -73,9 +74,10 @@ from .._runtime import open_runtime
 from ..store import StoreError, open_store
 from ._http import http_adapter, http_bind, serve_http
 from ._mcp import McpAdapter, connection_session, stdio_caller
-from ._ops import OpsRoutes, Readiness, serve_asgi
+from ._ops import OPS_MAX_BODY_BYTES, OpsRoutes, Readiness, serve_asgi
 from ._options import build_modules, describe_tokens
 from ._stdio import serve_stdio
+from ._wire import DEFAULT_MAX_CONNECTIONS
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -178,7 +180,8 @@ def _adapter(
 ) -> McpAdapter:
     if options.http is not None:
         return http_adapter(runtime, options, observer)
-    caller = stdio_caller(stdio_session)  # the stdio parent is a trusted middleware
+    # The stdio parent is a trusted middleware; its model, which writes the arguments, is not.
+    caller = stdio_caller(stdio_session, arguments_may_name_sessions=options.allow_session_naming)
     return McpAdapter(
         runtime,
         identify=lambda _ctx: caller,
@@ -262,10 +265,14 @@ async def _serve_transport(
         if options.metrics_address is not None:
             routes = OpsRoutes(None, readiness, metrics, tokens=None)
             host, port = options.metrics_address
-            announce = "mcp-actors: operator endpoints on {}"
+            announce = "operator endpoints on {}"
             # On the wire too: one HTTP server to harden; hypercorn's only with --sdk-http.
             serve = functools.partial(
-                serve_asgi, grace=1.0, flag="--metrics HOST:PORT", hypercorn=not options.lean_http
+                serve_asgi,
+                grace=1.0,
+                flag="--metrics HOST:PORT",
+                limits=attrs.evolve(options.wire_limits, max_body_bytes=OPS_MAX_BODY_BYTES),
+                hypercorn=not options.lean_http,
             )
             await nursery.start(serve, routes, http_bind(host, port), stop, announce)
         if options.http is None:
@@ -282,15 +289,44 @@ async def _serve_transport(
         stop.set()  # the transport ended (EOF on stdin): so does the operator's listener
 
 
+def _raise_open_file_limit() -> None:
+    """Raise the soft limit on open files to the hard one, and log both: a listener's need.
+
+    Each connection takes a descriptor. Under the usual soft limit (1 024, kept low
+    for programs that still use select()), about a thousand slow clients exhaust it
+    long before the listener's connection cap: trio then stops accepting, and a valid
+    client waits instead of being answered.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as error:  # macOS: an infinite hard limit is no soft one
+            logger.warning("open files: the soft limit stays %d (hard %d): %s", soft, hard, error)
+            return
+    logger.info("open files: soft limit %d, now %d (the hard limit)", soft, hard)
+    if hard < DEFAULT_MAX_CONNECTIONS:
+        logger.warning(
+            "open files: %d, fewer than the %d connections a listener serves: past it, new "
+            "clients wait; raise the hard limit (ulimit -Hn, systemd's LimitNOFILE)",
+            hard,
+            DEFAULT_MAX_CONNECTIONS,
+        )
+
+
 async def serve(options: ServeOptions, *, backend: Backend = local_runtime) -> None:
     """Serve MCP until EOF on stdin (stdio) or a signal; then shut down in order.
 
-    Must run in the main thread (it handles SIGINT and SIGTERM itself).
+    Must run in the main thread (it handles SIGINT and SIGTERM itself). One
+    that listens on TCP raises the process's soft limit on open files to its hard
+    limit first (each connection takes a file), and logs both.
     Raises ConfigurationError for options that `ServeOptions.check` refuses.
     `backend` runs the calls: a runtime in this process by default
     (``actors cluster`` passes its shards).
     """
     options.check()
+    if options.http is not None or options.metrics_address is not None:
+        _raise_open_file_limit()
     shutdown = _Shutdown()
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as watchers:

@@ -19,10 +19,12 @@ Two eras of the protocol carry them:
   carries the updates, for as long as the client keeps it open.
 
 Bounds: a client follows at most `MAX_SUBSCRIPTIONS` URIs on one connection
-or stream, and at most `MAX_LISTEN_STREAMS` streams are open at once. The
-updates waiting for a client are a set of its URIs (a second change before
-the first is sent adds nothing), so a slow client costs no more than its
-subscriptions. The runtime is watched only while someone follows something:
+or stream, and at most `MAX_LISTEN_STREAMS` streams are open at once,
+`MAX_LISTEN_STREAMS_PER_CALLER` of one caller's and a tenant's share of them
+(`actors.server._shares`: many tokens of one tenant do not take every place,
+invariant 10). The updates waiting for a client are a set of its URIs (a
+second change before the first is sent adds nothing), so a slow client costs
+no more than its subscriptions. The runtime is watched only while someone follows something:
 with no subscription, a call pays nothing for the feature.
 """
 
@@ -34,13 +36,23 @@ from typing import TYPE_CHECKING, Any, Final, final
 import anyio
 import anyio.abc
 
+from ._shares import FairShares
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
 
     from .._prepare import Route
     from .._runtime import Watcher
+    from ._shares import Full, Principal
 
-__all__ = ["MAX_LISTEN_STREAMS", "MAX_SUBSCRIPTIONS", "Background", "Subscriber", "Subscriptions"]
+__all__ = [
+    "MAX_LISTEN_STREAMS",
+    "MAX_LISTEN_STREAMS_PER_CALLER",
+    "MAX_SUBSCRIPTIONS",
+    "Background",
+    "Subscriber",
+    "Subscriptions",
+]
 
 logger = logging.getLogger("actors.mcp")
 
@@ -48,6 +60,9 @@ MAX_SUBSCRIPTIONS: Final = 100
 """URIs one connection (or one listen stream) may follow at once."""
 MAX_LISTEN_STREAMS: Final = 1000
 """``subscriptions/listen`` streams open at once, over all clients."""
+MAX_LISTEN_STREAMS_PER_CALLER: Final = 100
+"""``subscriptions/listen`` streams open at once for one caller (one token, or every
+anonymous client together)."""
 
 
 @final
@@ -120,13 +135,20 @@ class Subscriptions:
         self._watch = watch
         self._unwatch: Callable[[], None] | None = None
         self._by_key: dict[Route, dict[Subscriber, set[str]]] = {}
-        self.streams = 0
-        """``subscriptions/listen`` streams open now."""
+        self._streams = FairShares(MAX_LISTEN_STREAMS, MAX_LISTEN_STREAMS_PER_CALLER)
 
     @property
     def available(self) -> bool:
         """Whether updates can be sent at all: the target tells of changes."""
         return self._watch is not None
+
+    def open_stream(self, principal: Principal) -> Full | None:
+        """Count a listen stream of `principal`'s as open; None, or why it may not open."""
+        return self._streams.take(principal)
+
+    def close_stream(self, principal: Principal) -> None:
+        """A listen stream `open_stream` counted for `principal` has closed."""
+        self._streams.give_back(principal)
 
     def follow(self, subscriber: Subscriber, uri: str, route: Route) -> None:
         """Have `subscriber` follow `uri`, which names the key `route` for it.

@@ -29,7 +29,14 @@ Every limit is one an attacker would push (`WireLimits`):
 
 * **Header bytes** (64 KiB): more is answered 431 and the connection closed;
   llhttp buffers a header value until it ends, so the bytes are counted as
-  they arrive, not once the headers are complete.
+  they arrive, not once the headers are complete. At most 100 fields
+  (``max_header_fields``; more: 431), since each costs some 130 bytes of
+  Python objects besides its own: a connection waiting with a partial head
+  holds about its bytes, not twenty times them.
+* **Trailer fields** (after a chunked body) never become headers (RFC 9110
+  §6.5.1 forbids merging them: a proxy that checks or strips ``Authorization``
+  never saw one there); they are dropped, and counted as the head is, against
+  the same limit of their own: more is answered 431 and the connection closed.
 * **Body bytes** (``--max-request-bytes``): a body is read up to the limit and
   no further. A request whose body is larger (declared, or found so while
   reading a chunked one) still goes to the app, with what was read and then
@@ -38,29 +45,46 @@ Every limit is one an attacker would push (`WireLimits`):
   after the answer. The bytes the client goes on sending are drained for a
   moment after the answer (a "lingering close"), so that the client reads
   the answer rather than a reset.
-* **Time**: a request must arrive whole within ``request_timeout`` seconds of
-  its first byte (408, then close): a client that trickles its headers or
-  body one byte at a time (slowloris) holds a connection that long and no
-  longer. A connection with no request under way is closed after
-  ``keep_alive_timeout`` seconds (hypercorn's default, 5 s), and at once when
-  the server stops. A response the client does not read for
+* **Time**: a request's line and headers must arrive within
+  ``header_timeout`` seconds of its first byte (5 s), and the whole request
+  within ``request_timeout`` (30 s; a large body on a slow link needs it):
+  then 408 and close. A client that trickles its head one byte at a time
+  (slowloris) holds a connection 5 s and no longer. A connection with no
+  request under way is closed after ``keep_alive_timeout`` seconds
+  (hypercorn's default, 5 s; a new one too, before its first byte), and at
+  once when the server stops. A response the client does not read for
   ``send_timeout`` seconds is abandoned and its connection closed.
 * **Malformed requests** (400, then close): whatever llhttp refuses in its
   strict mode, among them the request smuggling vectors: a
   ``Content-Length`` beside ``Transfer-Encoding``, two ``Content-Length``
   headers, a ``Transfer-Encoding`` that does not end in ``chunked``, bare LF
   line ends and folded headers. The first check is repeated here, should a
-  lenient llhttp ever be built in.
+  lenient llhttp ever be built in. Two ``Host`` headers too (RFC 9112 §3.2):
+  the front checks one, and a proxy may have routed by the other.
 * **Connections** (10 000): past the cap, a new connection is answered 503
   with ``Retry-After`` and closed at once, without reading it; those served
   go on. File descriptors are thus bounded by the cap (and the process's own
-  limit, at which trio pauses accepting).
+  limit, at which trio pauses accepting: ``serve`` raises its soft limit to
+  the hard one).
+* **Connections per client address** (64, ``--max-connections-per-address``;
+  an IPv6 address counts as its /64): of those that have not yet sent a whole
+  request. Past the cap, a new connection from that address is answered 503
+  with ``Retry-After`` and closed; other addresses, and the address's
+  connections past their first request (kept alive, streaming), go on. So
+  one address holds at most the cap, each for ``keep_alive_timeout`` plus
+  ``header_timeout`` (``request_timeout`` if it trickles a body), and a
+  client behind the same proxy or NAT goes on being served on the
+  connections it has.
 
 ``Expect: 100-continue`` is answered ``100 Continue`` before the body is read,
 unless the declared body is over the limit (then the answer comes at once).
-Pipelined requests are parsed as they arrive and answered in order; an
-upgrade (``Upgrade``, ``CONNECT``) is answered as a plain request, then the
-connection is closed.
+Pipelined requests are parsed as they arrive and answered in order, at most
+``max_pipelined`` of them read ahead (what follows waits unparsed). No
+upgrade is offered: a request with ``Upgrade`` (``curl --http2`` sends
+``Upgrade: h2c`` on a POST) is answered as a plain one, its body read as its
+own framing headers say (llhttp skips an upgrade's body), and ``CONNECT``
+too (what follows it is the tunnel's); then the connection is closed, and
+nothing sent after the request is read: the client asked to leave HTTP/1.1.
 
 The ASGI bridge
 ---------------
@@ -93,7 +117,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import ipaddress
 import logging
+import math
 import os
 import urllib.parse
 from collections import deque
@@ -110,6 +136,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_CONNECTIONS_PER_ADDRESS",
     "BodySend",
     "FastAnswer",
     "FastHandler",
@@ -123,6 +150,8 @@ logger = logging.getLogger("actors.serve")
 
 DEFAULT_MAX_CONNECTIONS: Final = 10_000
 """Connections served at once; one more is answered 503 and closed."""
+DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: Final = 64
+"""Connections of one client address not yet past their first request; one more: 503."""
 
 RawHeaders: TypeAlias = "list[tuple[bytes, bytes]]"
 """Header names (lowercase) and values, in the order they came."""
@@ -155,6 +184,8 @@ FastHandler: TypeAlias = (
 """``(method, path, headers, body, client) -> answer | None``: ``None`` leaves it to the app."""
 
 _CHUNK: Final = 65536
+_SLICE: Final = 4096
+"""Bytes parsed at once: past `WireLimits.max_pipelined`, a slice's requests at most."""
 _LINGER_SECONDS: Final = 2.0
 _LINGER_BYTES: Final = 1 << 20
 _ASGI: Final = {"version": "3.0", "spec_version": "2.3"}
@@ -169,14 +200,24 @@ class WireLimits:
     """Bytes of a request body read; a larger one reaches the app cut (see the module)."""
     max_header_bytes: int = 64 << 10
     """Bytes of a request line and headers; more: 431."""
+    max_header_fields: int = 100
+    """Fields of a request's head; more: 431. Each costs some 130 bytes of Python objects
+    besides its own, so that 64 KiB of one-byte fields would cost 1.3 MiB without it."""
+    header_timeout: float = 5.0
+    """Seconds a request's line and headers may take to arrive, from its first byte; then
+    408. Its body has until `request_timeout`."""
     request_timeout: float = 30.0
     """Seconds a request may take to arrive whole, from its first byte; then 408."""
     keep_alive_timeout: float = 5.0
-    """Seconds a connection may wait for its next request."""
+    """Seconds a connection may wait for its next request (for its first, once accepted)."""
     send_timeout: float = 30.0
     """Seconds a write may wait for the client to read; then the connection is dropped."""
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     """Connections served at once; more are answered 503 and closed."""
+    max_connections_per_address: int = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS
+    """Connections of one client address (an IPv6 one: its /64) that have not yet sent a
+    whole request; one more is answered 503 with ``Retry-After`` and closed. Those past
+    their first request (answered, kept alive, streaming) are not counted."""
     max_pipelined: int = 16
     """Requests read ahead of the one being answered; then reading pauses."""
 
@@ -191,7 +232,11 @@ class _Refused(Exception):
 
 
 class _Cut(Exception):
-    """Parsing stops here: a request was handed on before its body was whole."""
+    """Parsing stops here: a request was handed on, and nothing after it is read.
+
+    Its body was over the limit (handed on before it was whole), or it asked for an
+    upgrade (the connection closes after its answer).
+    """
 
 
 @attrs.define(eq=False)
@@ -205,6 +250,7 @@ class _Request:
     whole: bool = True
     """False: the body is over the limit and only its start was read."""
     upgrade: bool = False
+    """It asked to switch protocols (``Upgrade``, ``CONNECT``): answered plainly, then close."""
 
 
 def _status_line(status: int) -> bytes:
@@ -241,6 +287,18 @@ def _no_body(method: str, status: int) -> bool:
     return method == "HEAD" or status < 200 or status in (204, 304)
 
 
+def _check_framing(headers: RawHeaders) -> None:
+    """Refuse a head that proxies and this server could read as different requests.
+
+    llhttp refuses most such heads itself, in its strict mode; the first check is kept
+    should a lenient llhttp ever be built in.
+    """
+    if _has(headers, b"transfer-encoding") and _has(headers, b"content-length"):
+        raise _Refused(400, "Content-Length and Transfer-Encoding together are refused")
+    if [name for name, _ in headers].count(b"host") > 1:
+        raise _Refused(400, "a request with two Host headers is refused (RFC 9112 §3.2)")
+
+
 @final
 class _Parser:
     """httptools' callbacks: requests as they complete, within the limits."""
@@ -257,40 +315,107 @@ class _Parser:
         """When the request being read began; None between requests."""
         self.wants_continue = False
         """Its client waits for ``100 Continue`` before it sends the body."""
+        self._held = b""
+        """Bytes not parsed yet: `max_pipelined` requests were waiting."""
         self._reset()
 
     def _reset(self) -> None:
         self._target = bytearray()
         self._headers: RawHeaders = []
-        self._head_fed = 0
         self._head_done = False
+        self._fields = 0
+        """Bytes of the head's fields so far; once it is complete, of the trailer section's."""
+        self._fed = 0
+        """Bytes fed since the head or a chunk header began: see `_count_fed`."""
+        self._after_chunk_header = False
+        """No chunk data since the last chunk header: trailers, if that chunk was the last."""
+        self._body_skipped = False
+        """An upgrade's body, which llhttp skips: `_upgraded` reads it."""
         self._body = bytearray()
         self._request: _Request | None = None
 
+    @property
+    def head_done(self) -> bool:
+        """Whether the head of the request being read is complete (its body may follow)."""
+        return self._head_done
+
     def feed(self, data: bytes) -> None:
-        """Parse `data`; complete requests join `ready`, a refusal becomes `failure`."""
+        """Parse `data`; complete requests join `ready`, a refusal becomes `failure`.
+
+        Parsing pauses once `max_pipelined` requests wait in `ready`, and what is left
+        is held until `pop` takes one: one read of tiny pipelined requests would
+        otherwise make thousands of them at once, some twenty times its size.
+        """
+        self._held = self._held + data if self._held else data
+        self._parse_held()
+
+    def pop(self) -> _Request:
+        """The first request of `ready`; parsing what is held resumes."""
+        request = self.ready.popleft()
+        self._parse_held()
+        return request
+
+    def _parse_held(self) -> None:
+        held, at = self._held, 0
+        while at < len(held) and not self.done and len(self.ready) < self._limits.max_pipelined:
+            self._feed(held[at : at + _SLICE])
+            at += _SLICE
+        self._held = b"" if self.done else held[at:]
+
+    def _feed(self, data: bytes) -> None:
         if self.done:
             return
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self.done = True  # the request before the upgrade is served, nothing after it
-            if self.ready:
-                self.ready[-1].upgrade = True
-            return
+        except httptools.HttpParserUpgrade as upgrade:
+            rest = data[upgrade.args[0] :]
         except httptools.HttpParserCallbackError as error:
             self._callback_failed(error)
             return
         except httptools.HttpParserError as error:
             self._fail(_Refused(400, f"malformed HTTP request: {error}"))
             return
-        if self.started_at is not None and not self._head_done:
-            # llhttp keeps a header value until it ends: count what is fed meanwhile. A
-            # chunk may end the request before, hence the slack of one chunk; the exact
-            # size is checked once the headers are complete.
-            self._head_fed += len(data)
-            if self._head_fed > self._limits.max_header_bytes + _CHUNK:
-                self._fail(self._too_large_head())
+        else:
+            self._count_fed(len(data))
+            return
+        # Out of the handler: an error of the body's parser must not take the upgrade as
+        # its context, where `_callback_failed` looks for the callback's own.
+        self._upgraded(rest)
+
+    def _count_fed(self, fed: int) -> None:
+        """Refuse a head or trailer section that outgrows the limit before a field of it ends.
+
+        httptools keeps a field's value until it ends, and llhttp sets no bound: what is fed
+        while one may be under way is counted. A chunk may end the body or the request
+        before that, hence the slack of one chunk; the exact size is checked as each field
+        ends.
+        """
+        if self.started_at is None or (self._head_done and not self._after_chunk_header):
+            return
+        self._fed += fed
+        if self._fed > self._limits.max_header_bytes + _CHUNK:
+            self._fail(self._too_large())
+
+    def _upgraded(self, rest: bytes) -> None:
+        """llhttp stopped at an upgrade; `rest` is what followed the request's head.
+
+        No upgrade is offered: the request is answered plainly, then the connection
+        closes, and nothing after it is parsed. llhttp (httptools) skips an upgrade's body,
+        so a body the request declares is read by a parser of its own, fed a head that
+        frames it with the request's own framing headers, then `rest`.
+        """
+        if not self._body_skipped:
+            self.done = True
+            return
+        self._body_skipped = False
+        assert self._request is not None
+        framing = [
+            name + b": " + value + b"\r\n"
+            for name, value in self._request.headers
+            if name in (b"content-length", b"transfer-encoding")
+        ]
+        self._parser = httptools.HttpRequestParser(_UpgradeBody(self))
+        self._feed(b"POST / HTTP/1.1\r\n" + b"".join(framing) + b"\r\n" + rest)
 
     def _callback_failed(self, error: Exception) -> None:
         cause = error.__context__
@@ -305,10 +430,14 @@ class _Parser:
         self.failure = refusal
         self.done = True
 
-    def _too_large_head(self) -> _Refused:
-        return _Refused(
-            431, f"the request line and headers exceed {self._limits.max_header_bytes} bytes"
-        )
+    def _too_large(self) -> _Refused:
+        what = "the trailer fields" if self._head_done else "the request line and headers"
+        return _Refused(431, f"{what} exceed {self._limits.max_header_bytes} bytes")
+
+    def _fields_grew(self, size: int) -> None:
+        self._fields += size
+        if self._fields > self._limits.max_header_bytes:
+            raise self._too_large()
 
     # httptools' callbacks
 
@@ -318,38 +447,56 @@ class _Parser:
 
     def on_url(self, url: bytes) -> None:
         self._target += url
+        self._fields_grew(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name.lower(), value.rstrip(b" \t")))
+        self._fields_grew(len(name) + len(value) + 4)
+        # A trailer field is counted and dropped: RFC 9110 §6.5.1 forbids merging it into the
+        # headers, where a proxy that checks or strips them (Authorization) never saw it.
+        if not self._head_done:
+            if len(self._headers) == self._limits.max_header_fields:
+                raise _Refused(431, f"over {self._limits.max_header_fields} header fields")
+            self._headers.append((name.lower(), value.rstrip(b" \t")))
 
     def on_headers_complete(self) -> None:
         self._head_done = True
-        size = len(self._target) + sum(len(n) + len(v) + 4 for n, v in self._headers)
-        if size > self._limits.max_header_bytes:
-            raise self._too_large_head()
-        parser = self._parser
-        if _has(self._headers, b"transfer-encoding") and _has(self._headers, b"content-length"):
-            raise _Refused(400, "Content-Length and Transfer-Encoding together are refused")
+        self._fields = 0  # a trailer section has a limit of its own, the same
+        headers, parser = self._headers, self._parser
+        _check_framing(headers)
         self._request = _Request(
             method=parser.get_method().decode("ascii"),
             http_version=parser.get_http_version(),
             target=bytes(self._target),
-            headers=self._headers,
+            headers=headers,
             keep_alive=parser.should_keep_alive(),
+            upgrade=parser.should_upgrade(),
         )
-        declared = dict(self._headers).get(b"content-length")
-        if declared is not None and int(declared) > self._limits.max_body_bytes:
+        declared = dict(headers).get(b"content-length")
+        length = 0 if declared is None else int(declared)
+        self._body_skipped = (
+            self._request.upgrade
+            and self._request.method != "CONNECT"  # its body, if any, is the tunnel's
+            and (length > 0 or _has(headers, b"transfer-encoding"))
+        )
+        if length > self._limits.max_body_bytes:
             self._cut()
-        expect = dict(self._headers).get(b"expect", b"").lower()
+        expect = dict(headers).get(b"expect", b"").lower()
         self.wants_continue = expect == b"100-continue" and declared != b"0"
 
+    def on_chunk_header(self) -> None:
+        self._after_chunk_header = True
+        self._fed = 0
+
     def on_body(self, body: bytes) -> None:
+        self._after_chunk_header = False
         self._body += body
         if len(self._body) > self._limits.max_body_bytes:
             self._cut()
 
     def on_message_complete(self) -> None:
         assert self._request is not None
+        if self._body_skipped:
+            return  # llhttp took it for an upgrade: its body is still to come (`_upgraded`)
         self._request.body = bytes(self._body)
         self.ready.append(self._request)
         self.started_at = None
@@ -367,6 +514,36 @@ class _Parser:
         raise _Cut
 
 
+@final
+class _UpgradeBody:
+    """The callbacks of the parser that reads an upgrade's body (see `_Parser._upgraded`).
+
+    The head it is fed first is the server's own: only what follows it, the body and
+    its trailers, goes to the `_Parser`, and parsing stops at the body's end.
+    """
+
+    def __init__(self, parser: _Parser) -> None:
+        self._parser = parser
+        self._past_head = False
+
+    def on_headers_complete(self) -> None:
+        self._past_head = True
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._past_head:  # a trailer field
+            self._parser.on_header(name, value)
+
+    def on_chunk_header(self) -> None:
+        self._parser.on_chunk_header()
+
+    def on_body(self, body: bytes) -> None:
+        self._parser.on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._parser.on_message_complete()
+        raise _Cut
+
+
 @attrs.define(eq=False)
 class _Server:
     """What every connection of one listener shares."""
@@ -381,6 +558,10 @@ class _Server:
     idle: set[trio.CancelScope] = attrs.field(factory=set)
     """The waits of connections between requests: cancelled when the server stops."""
     all_closed: trio.Event = attrs.field(factory=trio.Event)
+    waiting: _Waiting = attrs.field(
+        default=attrs.Factory(lambda self: _Waiting(self.limits), takes_self=True)
+    )
+    """Connections of each client address not yet past their first request."""
 
     def stop(self) -> None:
         """Take no new requests: close idle connections now, busy ones after their response."""
@@ -393,25 +574,81 @@ class _Server:
     async def connection(self, stream: trio.SocketStream) -> None:
         """Serve one accepted connection (trio.serve_listeners' handler)."""
         if self.open >= self.limits.max_connections or self.stopping:
-            await _turn_away(stream)
+            await _turn_away(stream, "too many connections; try again shortly", 1)
+            return
+        connection = _Connection(self, stream)
+        if not self.waiting.admit(connection.group):
+            logger.debug("http: %s has too many connections without a request", connection.group)
+            text = "too many connections from your address have sent no request; try again shortly"
+            await _turn_away(stream, text, math.ceil(self.limits.header_timeout))
             return
         self.open += 1
         try:
-            await _Connection(self, stream).run()
+            await connection.run()
         except Exception:
             logger.exception("http: a connection failed")
         finally:
+            connection.stop_waiting()
             self.open -= 1
             if self.stopping and not self.open:
                 self.all_closed.set()
 
 
-async def _turn_away(stream: trio.SocketStream) -> None:
-    """A connection past the cap: a 503 if it can be written at once, then close."""
-    answer = _plain(503, "too many connections; try again shortly", (b"retry-after", b"1"))
+@final
+@attrs.define
+class _Waiting:
+    """Connections of each client address that have not sent a whole request yet.
+
+    Once past its first request a connection is not counted: a client (or the proxy
+    all clients come through) whose connections are served is never turned away for
+    those, and one that holds connections without a request holds at most the cap,
+    each for `WireLimits.keep_alive_timeout` plus `WireLimits.request_timeout` at most
+    (`WireLimits.header_timeout` for a head that does not come).
+    """
+
+    limits: WireLimits
+    counts: dict[str, int] = attrs.field(factory=dict)
+
+    def admit(self, group: str | None) -> bool:
+        """Count one more connection of `group` (None: unknown, not counted); False if full."""
+        if group is None:
+            return True
+        count = self.counts.get(group, 0)
+        if count >= self.limits.max_connections_per_address:
+            return False
+        self.counts[group] = count + 1
+        return True
+
+    def release(self, group: str) -> None:
+        """One connection of `group` sent its first whole request, or closed before."""
+        count = self.counts.pop(group) - 1
+        if count:
+            self.counts[group] = count
+
+
+async def _turn_away(stream: trio.SocketStream, text: str, retry_after: int) -> None:
+    """A connection past a cap: a 503 if it can be written at once, then close."""
+    answer = _plain(503, text, (b"retry-after", b"%d" % retry_after))
     with trio.move_on_after(1), contextlib.suppress(trio.BrokenResourceError):
         await stream.send_all(answer)
     await trio.aclose_forcefully(stream)
+
+
+def _address_group(host: str) -> str:
+    """What the per-address cap counts a client at `host` as: its address, an IPv6 one's /64.
+
+    A /64 is what one IPv6 subscriber is given: counted by address, each of its
+    2**64 addresses would have a cap of its own.
+    """
+    if ":" not in host:
+        return host
+    try:
+        address = ipaddress.IPv6Address(host.partition("%")[0])
+    except ValueError:
+        return host
+    if address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(ipaddress.IPv6Network((address, 64), strict=False))
 
 
 def _address(sockname: Any) -> tuple[str, int] | None:
@@ -445,17 +682,31 @@ class _Connection:
         except OSError:
             self._client = self._local = None
             self._lost()
+        self.group = None if self._client is None else _address_group(self._client[0])
+        """What the client counts as for `WireLimits.max_connections_per_address`."""
+        self._waiting = True
+        """Counted in `_Server.waiting` (when admitted): no whole request came yet."""
 
     async def run(self) -> None:
         """Serve requests until the client leaves, a refusal, a timeout or the server stops."""
         try:
             while not self._gone.is_set():
                 request = await self._next_request()
-                if request is None or not await self._answer(request):
+                if request is None:
+                    break
+                if request.whole:
+                    self.stop_waiting()
+                if not await self._answer(request):
                     break
                 self._idle_since = trio.current_time()
         finally:
             await self._close()
+
+    def stop_waiting(self) -> None:
+        """No longer count against the client's address: a whole request came, or it closed."""
+        if self._waiting and self.group is not None:
+            self._server.waiting.release(self.group)
+        self._waiting = False
 
     async def _close(self) -> None:
         if self._drain and not self._gone.is_set():
@@ -487,7 +738,7 @@ class _Connection:
                 return None
             if not await self._read_more():
                 return None
-        return parser.ready.popleft()
+        return parser.pop()
 
     async def _read_more(self) -> bool:
         """Read and parse what comes next, within its timeout; False: close."""
@@ -508,13 +759,21 @@ class _Connection:
         else:
             # From its first byte, or from the end of the response before it (pipelined).
             since = max(started, self._idle_since)
-            with trio.move_on_at(since + self._limits.request_timeout) as waiting:
+            part, timeout = self._arriving()
+            with trio.move_on_at(since + timeout) as waiting:
                 data = await self._receive()
             if waiting.cancelled_caught:
-                await self._refuse(_Refused(408, "the request did not arrive in time"))
+                text = f"the request's {part} did not arrive within {timeout:g} s"
+                await self._refuse(_Refused(408, text))
                 return False
         self._parser.feed(data)
         return bool(data) or bool(self._parser.ready)
+
+    def _arriving(self) -> tuple[str, float]:
+        """The part of the request under way, and the seconds it has from the first byte."""
+        if self._parser.head_done:
+            return "body", self._limits.request_timeout
+        return "line and headers", self._limits.header_timeout
 
     async def _receive(self) -> bytes:
         """Some bytes from the client; ``b""`` once it is gone."""

@@ -6,7 +6,7 @@ it, the SQLite file ``serve`` uses when it is given none)::
     list   (--session S | --tenant T | --all) [--module M] [--json]
     show   --session S --module M [--assistant A] [--thread T]
     export (--session S | --tenant T | --all) [--module M] [--output FILE]
-    import FILE
+    import (--session S | --tenant T | --all) [--module M] FILE
     delete --session S [--module M [--assistant A] [--thread T]]
 
 ``list`` prints one line per key: module, session, assistant, thread, version,
@@ -29,18 +29,22 @@ parts (``Durable(parts=...)``) has its header as ``stored`` and its parts in
      "parts": {"items:c1": {"stored": [...]}, "items:c2": {"stored": [...]}}}
 
 An imported line with ``parts`` leaves the key with exactly those parts. ``import`` reads
-the same lines: edit an export, import it, and each line is written only if
-the key is still at the line's ``version`` (``null``: nothing was stored).
-A key that changed since the export is refused, never overwritten, and
-reported by line. Every line is checked before anything is written (JSON,
-fields, ids by the protocol's rules, module names, a key given twice), so a
-bad file changes nothing. ``delete`` removes one key, or every key of one
-session.
+the same lines: edit an export, import it with the scope it was exported
+with, and each line is written only if the key is still at the line's
+``version`` (``null``: nothing was stored). A key that changed since the
+export is refused, never overwritten, and reported by line, without the
+version now stored (a refusal is no way to learn it: export again). Every line
+is checked before anything is written (JSON, arrays and objects nested at
+most 256 deep, fields, ids by the protocol's rules, module names, a key
+given twice, every key inside the scope), so a bad file changes nothing.
+``delete`` removes one key, or every key of one session.
 
-Tenant-safe defaults: the listing and exporting commands have no default
-scope. One of ``--session``, ``--tenant`` (``T`` and ``T/…``, never
+Tenant-safe defaults: the listing, exporting and importing commands have no
+default scope. One of ``--session``, ``--tenant`` (``T`` and ``T/…``, never
 ``Tx`` or ``U/T``) or an explicit ``--all`` is required, so an operator
-acting for one tenant never sees another's state by leaving an option out.
+acting for one tenant never sees another's state, nor writes it, by leaving
+an option out: an import refuses a file with any key outside its scope (a
+whole-store backup is imported with ``--all``).
 ``show`` and ``delete`` take exact names only: no pattern, no prefix, no
 tenant-wide delete. Ids are data: ``%``, ``_`` or quotes match themselves.
 The store is opened as it is: a missing SQLite file is an error, never a new
@@ -64,13 +68,21 @@ import binascii
 import datetime
 import json
 import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 import trio
 
-from protocol import TENANT_SEPARATOR, ActorKey, ContextError, ToolContext, extract_context
+from protocol import (
+    TENANT_SEPARATOR,
+    ActorKey,
+    ContextError,
+    ToolContext,
+    extract_context,
+    tenant_of,
+)
 
 from .._argparse import Parser, with_environment
 from .._module import _check_name
@@ -92,6 +104,16 @@ _ID_FIELDS: Final = {"session": "sessionId", "assistant": "assistantId", "thread
 _KEY_FIELDS: Final = ("module", "session", "assistant", "thread")
 _BLOB_FIELDS: Final = ("stored", "stored_text", "stored_base64")
 _LINE_FIELDS: Final = frozenset({"key", "version", "parts", *_BLOB_FIELDS})
+# Arrays and objects within each other in one import line. The line is scanned before it is
+# parsed: json.loads recurses once per level, and a line nested 100 000 deep would end the tool
+# with a RecursionError; a state nested near Python's recursion limit would also fail every
+# load of it in a server (json.loads, then cattrs). The servers' JSON parser stops at 200
+# levels, so no state written through a call comes near this.
+_MAX_DEPTH: Final = 256
+_PART_DEPTH: Final = 3  # a part's value sits in its line, its "parts" and its own object
+_STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET: Final = re.compile(r"[\[\]{}]")
+_NOT_JSON: Final = object()  # what `_parsed` gives for a text it will not parse
 
 _DESCRIPTION: Final = """\
 Look at and repair the durable state a store keeps: list keys, show one,
@@ -100,14 +122,15 @@ export them as JSON lines, import an edited export, delete a key or a session.
 
 _EPILOG: Final = """\
 scope:
-  list and export need --session S, --tenant T (the sessions 'T' and 'T/...')
-  or --all: nothing is listed by default. show and delete take exact names.
+  list, export and import need --session S, --tenant T (the sessions 'T' and
+  'T/...') or --all: nothing is listed, nor imported, by default. An import
+  with a key outside its scope writes nothing. show and delete take exact names.
 
 repair:
   Stop the server (or end the session) first: a live server keeps its keys'
   state in memory. Then export, edit the 'stored' value, and import:
     mcp-actors state export --session s1 --output s1.jsonl
-    mcp-actors state import s1.jsonl
+    mcp-actors state import --session s1 s1.jsonl
   A line is written only if its key is still at the exported version.
 
 examples:
@@ -182,8 +205,8 @@ def parser(prog: str = _PROG) -> argparse.ArgumentParser:
     )
     state_help = (
         "the store: sqlite:///PATH or postgresql://USER@HOST/DB, repeated for each partition "
-        "of a store split by session (default: the file serve uses by default, "
-        "$XDG_STATE_HOME/mcp-actors/state.db)"
+        "of a store split by session (default: the file a stdio serve uses by default, "
+        "$XDG_STATE_HOME/mcp-actors/state.db; an HTTP serve's is http-state.db beside it)"
     )
     cli.add_argument("--state", metavar="URL", action=StateUrls, type=state_urls, help=state_help)
     # Also accepted after the command, kept apart from those before it (see `joined`).
@@ -223,6 +246,7 @@ def parser(prog: str = _PROG) -> argparse.ArgumentParser:
         parents=[common],
         help="write the keys of an (edited) export, each only if unchanged since",
     )
+    _add_scope(importing, "import only keys", " (a file with any other key writes nothing)")
     importing.add_argument(
         "file", metavar="FILE", help="JSON lines as export writes them; - for stdin"
     )
@@ -234,14 +258,14 @@ def parser(prog: str = _PROG) -> argparse.ArgumentParser:
     return with_environment(cli)
 
 
-def _add_scope(command: argparse.ArgumentParser) -> None:
+def _add_scope(command: argparse.ArgumentParser, keys: str = "the keys", then: str = "") -> None:
     scope = command.add_mutually_exclusive_group(required=True)
-    scope.add_argument("--session", type=_id_type("session"), help="the keys of this session")
+    scope.add_argument("--session", type=_id_type("session"), help=f"{keys} of this session{then}")
     scope.add_argument(
-        "--tenant", type=_tenant, help="the keys of the sessions 'TENANT' and 'TENANT/...'"
+        "--tenant", type=_tenant, help=f"{keys} of the sessions 'TENANT' and 'TENANT/...'{then}"
     )
     scope.add_argument("--all", action="store_true", help="every key, of every tenant")
-    command.add_argument("--module", type=_module, help="only this module's keys")
+    command.add_argument("--module", type=_module, help=f"only this module's keys{then}")
 
 
 def _add_key(command: argparse.ArgumentParser, *, required: bool) -> None:
@@ -285,7 +309,7 @@ def main(argv: Sequence[str] | None = None, prog: str = _PROG) -> int:
     elif args.command == "export":
         work = _Export(out, _scope_of(args), args.module, args.output).run
     elif args.command == "import":
-        lines = _read_import(out, args.file)
+        lines = _read_import(out, args.file, _scope_of(args), args.module)
         if lines is None:
             return 1
         work = _Import(out, args.file, lines).run
@@ -313,11 +337,20 @@ class _Scope:
     tenant: str | None
 
     def describe(self) -> str:
+        """The scope in words: ``session 's1'``, ``tenant 'acme'`` or ``every session``."""
         if self.session is not None:
             return f"session {self.session!r}"
         if self.tenant is not None:
             return f"tenant {self.tenant!r}"
         return "every session"
+
+    def covers(self, session_id: str) -> bool:
+        """Whether the session `session_id` is in scope (a tenant's: 'T' and 'T/…')."""
+        if self.session is not None:
+            return session_id == self.session
+        if self.tenant is not None:
+            return tenant_of(session_id) == self.tenant
+        return True
 
 
 def _scope_of(args: argparse.Namespace) -> _Scope:
@@ -400,15 +433,44 @@ def _stored_json(stored: Stored) -> dict[str, Any]:
 
 
 def _blob_json(blob: bytes) -> dict[str, Any]:
-    """The blob as ``stored`` (parsed JSON), ``stored_text`` or ``stored_base64``."""
+    """The blob as ``stored`` (parsed JSON), ``stored_text`` or ``stored_base64``.
+
+    JSON nested too deep for an import line (even as a part's value) comes as
+    ``stored_text``: an export is never refused by the import, nor ends in a
+    RecursionError parsing it.
+    """
     try:
         text = blob.decode()
     except UnicodeDecodeError:
         return {"stored_base64": base64.b64encode(blob).decode("ascii")}
+    parsed = _parsed(text, _MAX_DEPTH - _PART_DEPTH)
+    return {"stored_text": text} if parsed is _NOT_JSON else {"stored": parsed}
+
+
+def _depth_over(text: str, limit: int) -> int | None:
+    """Where in `text` arrays and objects first nest deeper than `limit`, or None.
+
+    Strings are skipped (a bracket in one is text); the rest is counted without
+    parsing, so that no depth costs a recursion.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return None  # the common case, without a scan
+    depth = 0
+    for bracket in _BRACKET.finditer(_STRING.sub(lambda string: " " * len(string[0]), text)):
+        depth += 1 if bracket[0] in "[{" else -1
+        if depth > limit:
+            return bracket.start()
+    return None
+
+
+def _parsed(text: str, limit: int) -> Any:
+    """`text` parsed as JSON, or `_NOT_JSON` if it is not JSON or nests deeper than `limit`."""
+    if _depth_over(text, limit) is not None:
+        return _NOT_JSON
     try:
-        return {"stored": json.loads(text)}
+        return json.loads(text)
     except ValueError:
-        return {"stored_text": text}
+        return _NOT_JSON
 
 
 def _part(value: str | None) -> str:
@@ -622,10 +684,6 @@ class _BadLine(ValueError):
     """A line of an import file breaks a rule; the message names the field."""
 
 
-def _version_text(version: int | None) -> str:
-    return "nothing stored" if version is None else f"version {version}"
-
-
 def _check_key(value: object) -> ActorKey:
     if not isinstance(value, dict):
         msg = "key: must be an object with module, session, assistant and thread"
@@ -719,10 +777,19 @@ def _check_blob(line: dict[str, Any]) -> bytes:
 
 def _check_line(number: int, raw: bytes) -> _Line:
     try:
-        line = json.loads(raw.decode())
+        text = raw.decode()
     except UnicodeDecodeError as exc:
         msg = f"is not UTF-8 text (byte {exc.start})"
         raise _BadLine(msg) from None
+    deep = _depth_over(text, _MAX_DEPTH)
+    if deep is not None:
+        msg = (
+            f"nests arrays and objects deeper than {_MAX_DEPTH} levels (at character {deep}); "
+            f"the limit is {_MAX_DEPTH}: a state nested so deep cannot be loaded"
+        )
+        raise _BadLine(msg)
+    try:
+        line = json.loads(text)
     except ValueError as exc:
         msg = f"is not JSON ({exc})"
         raise _BadLine(msg) from None
@@ -740,7 +807,7 @@ def _check_line(number: int, raw: bytes) -> _Line:
     return _Line(number, key, _check_version(line), _check_blob(line), _check_parts(line))
 
 
-def _check_lines(data: bytes) -> tuple[list[_Line], list[str]]:
+def _check_lines(data: bytes, scope: _Scope, module: str | None) -> tuple[list[_Line], list[str]]:
     """The lines of an import file, and every problem found in them (by line number)."""
     lines: list[_Line] = []
     problems: list[str] = []
@@ -750,6 +817,7 @@ def _check_lines(data: bytes) -> tuple[list[_Line], list[str]]:
             continue
         try:
             line = _check_line(number, raw)
+            _check_in_scope(line.key, scope, module)
         except _BadLine as exc:
             problems.append(f"line {number}: {exc}")
             continue
@@ -761,7 +829,18 @@ def _check_lines(data: bytes) -> tuple[list[_Line], list[str]]:
     return lines, problems
 
 
-def _read_import(out: _Output, path: str) -> list[_Line] | None:
+def _check_in_scope(key: ActorKey, scope: _Scope, module: str | None) -> None:
+    if scope.covers(key.context.session_id) and module in (None, key.module):
+        return
+    of_module = "" if module is None else f"module {module!r} of "
+    msg = (
+        f"key: {key} is outside the import's scope ({of_module}{scope.describe()}); "
+        "import only the keys of the scope given (a whole-store backup: --all)"
+    )
+    raise _BadLine(msg)
+
+
+def _read_import(out: _Output, path: str, scope: _Scope, module: str | None) -> list[_Line] | None:
     """The checked lines of `path`; None (and the problems reported) if any line is bad."""
     try:
         if path == "-":
@@ -772,7 +851,7 @@ def _read_import(out: _Output, path: str) -> list[_Line] | None:
     except OSError as exc:
         out.error(f"cannot read {path}: {exc}")
         return None
-    lines, problems = _check_lines(data)
+    lines, problems = _check_lines(data, scope, module)
     if problems:
         for problem in problems[:_MAX_REPORTED]:
             out.error(f"{path}: {problem}")
@@ -807,9 +886,11 @@ def _same(stored: bytes, blob: bytes) -> bool:
     if stored == blob:
         return True
     try:
-        return bool(json.loads(stored) == json.loads(blob))
-    except ValueError:
+        texts = stored.decode(), blob.decode()
+    except UnicodeDecodeError:
         return False
+    parsed = [_parsed(text, _MAX_DEPTH) for text in texts]
+    return _NOT_JSON not in parsed and bool(parsed[0] == parsed[1])
 
 
 @final
@@ -828,17 +909,16 @@ class _Import:
         for line in self.lines:
             try:
                 current = await store.load(line.key, parts=True)
-                found = None if current is None else current.version
-                if found != line.version:
-                    refused.append(self._changed(line, found))
+                if (None if current is None else current.version) != line.version:
+                    refused.append(self._changed(line))
                     continue
                 if current is not None and _same_state(current, line):
                     unchanged += 1
                     continue
                 # Fenced by the version; the key is left with exactly the line's parts.
                 await store.save(line.key, line.blob, line.version, changes=_changes(current, line))
-            except VersionConflict as exc:  # written since the load above
-                refused.append(self._changed(line, exc.found))
+            except VersionConflict:  # written since the load above
+                refused.append(self._changed(line))
                 continue
             except StoreError as exc:  # the lines before this one stay written: say which
                 failed = (
@@ -854,11 +934,12 @@ class _Import:
         )
         return 1 if refused or failed else 0
 
-    def _changed(self, line: _Line, found: int | None) -> str:
+    def _changed(self, line: _Line) -> str:
+        # No version in the words: a refusal that named the stored one was an edit away
+        # from an overwrite (the line's version set to it, the import run again).
         return (
-            f"{self.path}: line {line.number}: {line.key} changed since the export (expected "
-            f"{_version_text(line.version)}, found {_version_text(found)}); not written: "
-            "export it again and redo the change"
+            f"{self.path}: line {line.number}: {line.key}: the stored state changed since the "
+            "export; not written: export it again and redo the change"
         )
 
 

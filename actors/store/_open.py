@@ -7,7 +7,7 @@ import re
 import urllib.parse
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import trio
 
@@ -21,10 +21,26 @@ if TYPE_CHECKING:
     from ._base import StateStore
     from ._batched import Backend
 
-__all__ = ["Creation", "check_store_url", "default_state_url", "open_split_store", "open_store"]
+__all__ = [
+    "Creation",
+    "Transport",
+    "check_store_url",
+    "default_state_url",
+    "open_split_store",
+    "open_store",
+]
 
 _FORMS = "'memory', 'sqlite:///path/to/state.db' or 'postgresql://user@host/db'"
 
+
+Transport = Literal["stdio", "http"]
+"""Which server a default state file is for: a desktop host's stdio one, or an HTTP one."""
+
+_DEFAULT_FILES: Final[dict[Transport, str]] = {"stdio": "state.db", "http": "http-state.db"}
+"""One file per transport. An HTTP server keeps its tenants' state in sessions named
+``TENANT/…``; were the files one, a desktop stdio server of the same user would open the
+same sessions, and any call it lets name a session (``_meta`` from its host, or arguments
+with ``--allow-session-naming``) would read and write a tenant's state."""
 
 Creation = Literal["nothing", "file", "folders"]
 """What `open_store` may make for a SQLite URL whose file is missing: nothing (a
@@ -67,10 +83,12 @@ async def open_store(
         yield store
 
 
-def default_state_url() -> str:
-    """``sqlite:///`` a file in the XDG state directory (``~/.local/state/mcp-actors``)."""
+def default_state_url(transport: Transport = "stdio") -> str:
+    """``sqlite:///`` the `transport`'s file in the XDG state directory
+    (``~/.local/state/mcp-actors``): ``state.db`` for stdio, ``http-state.db`` for HTTP,
+    so that the two servers of one user never share state."""
     base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return f"sqlite:///{Path(base, 'mcp-actors', 'state.db').absolute()}"
+    return f"sqlite:///{Path(base, 'mcp-actors', _DEFAULT_FILES[transport]).absolute()}"
 
 
 def check_store_url(url: str | Sequence[str]) -> str:

@@ -14,7 +14,10 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from actors.harness import ToolCall, check_isolation
 
 SERVE = ["-m", "actors", "serve", "--modules", "planning", "--state", "memory"]
-SERVER = StdioServerParameters(command=sys.executable, args=[*SERVE, "--log-level", "warning"])
+# The check names each session in the arguments, as a host that injects them would: over
+# stdio the operator allows that (by default a model's arguments stay in its session).
+OPTIONS = ["--allow-session-naming", "--log-level", "warning"]
+SERVER = StdioServerParameters(command=sys.executable, args=[*SERVE, *OPTIONS])
 
 
 async def main() -> bool:
