@@ -187,7 +187,11 @@ def test_what_the_server_wrote_that_is_not_json_rpc_is_quoted() -> None:
     args = ("--write", NOTES_WRITE, "--read", NOTES_READ)
     done = _check("--command", _unanswering("garbage"), *QUICK, *args)
     assert done.returncode == NO_VERDICT, done.stdout + done.stderr
-    assert "that is not JSON-RPC, the first: 'this is not JSON-RPC'" in done.stderr, done.stderr
+    # One garbage line per session's request: how many arrived before the first call's
+    # deadline depends on the machine's load, so the count is not asserted.
+    assert re.search(
+        r"\d+ messages? that (is|are) not JSON-RPC, the first: 'this is not JSON-RPC'", done.stderr
+    ), done.stderr
     assert "Failed to parse JSONRPC message" not in done.stderr
 
 
