@@ -179,6 +179,9 @@ class Tool:
     """The JSON Schema of the structured data the tool returns; ``None`` when it returns none."""
     declared_schema: Mapping[str, Any] | None = None
     """The input schema the tool declared (``input_schema=``) to list instead of the derived one."""
+    stateless: bool = False
+    """Whether the tool keeps no state of a conversation (``stateless=True``): it then needs
+    no conversation handle, and a call that names no session is never refused for that."""
 
     @property
     def input_schema(self) -> Mapping[str, Any]:
@@ -289,6 +292,7 @@ class ToolModule(Generic[StateT]):
         open_world: bool | None = None,
         structured: type[Any] | None = None,
         input_schema: Mapping[str, Any] | None = None,
+        stateless: bool = False,
     ) -> HandlerT: ...
 
     @overload
@@ -306,6 +310,7 @@ class ToolModule(Generic[StateT]):
         open_world: bool | None = None,
         structured: type[Any] | None = None,
         input_schema: Mapping[str, Any] | None = None,
+        stateless: bool = False,
     ) -> Callable[[HandlerT], HandlerT]: ...
 
     def tool(
@@ -323,6 +328,7 @@ class ToolModule(Generic[StateT]):
         open_world: bool | None = None,
         structured: type[Any] | None = None,
         input_schema: Mapping[str, Any] | None = None,
+        stateless: bool = False,
     ) -> Callable[..., Any]:
         """Register a handler as a tool named after the function; its docstring describes it.
 
@@ -365,6 +371,10 @@ class ToolModule(Generic[StateT]):
           of the one derived from the annotations, for a client that needs a
           particular form (``$defs``, a ``$schema``, descriptions). It must name
           the same arguments; the annotations still check every call.
+        * ``stateless`` -- the tool keeps nothing of a conversation (it reads
+          no state, or only what every session shares): served with
+          conversation handles, it takes none, and a call that names no
+          session runs in the default one rather than being refused.
         """
         options = functools.partial(
             self._register,
@@ -378,6 +388,7 @@ class ToolModule(Generic[StateT]):
             open_world=open_world,
             structured=structured,
             input_schema=input_schema,
+            stateless=stateless,
         )
         return options if handler is None else options(handler)
 
@@ -395,6 +406,7 @@ class ToolModule(Generic[StateT]):
         open_world: bool | None,
         structured: type[Any] | None,
         input_schema: Mapping[str, Any] | None,
+        stateless: bool,
     ) -> HandlerT:
         name = self._new_name("tool", handler, name)
         where = f"tool {name!r} of module {self.name!r}"
@@ -428,6 +440,7 @@ class ToolModule(Generic[StateT]):
             open_world=open_world,
             output_schema=output_schema_of(handler, structured),
             declared_schema=_declared_schema(where, input_schema, signature),
+            stateless=stateless,
         )
         self._names[name] = "tool"
         self._awaited = self._awaited or is_async or heavy

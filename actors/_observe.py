@@ -29,7 +29,14 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
-from protocol import ConfinedError, NoSessionError, ProtocolError, TenantError
+from protocol import (
+    ConfinedError,
+    HandleError,
+    HandleRequiredError,
+    NoSessionError,
+    ProtocolError,
+    TenantError,
+)
 
 from ._errors import (
     ActorCrashedError,
@@ -85,6 +92,8 @@ _OUTCOMES: Final[tuple[tuple[type[Exception], str], ...]] = (
     (TenantError, "outside_tenant"),
     (ConfinedError, "outside_connection"),
     (NoSessionError, "no_session"),
+    (HandleRequiredError, "no_conversation"),
+    (HandleError, "bad_handle"),
     (ProtocolError, "bad_context"),
     (UnknownToolError, "unknown_tool"),
     (UnknownResourceError, "unknown_resource"),

@@ -7,11 +7,19 @@ benchmarks' stand-ins all turn a tools/call-shaped mapping into a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
-from protocol import DEFAULT_POLICY, CallFormatError, call_name, parse_named_call, split_call
+from protocol import (
+    DEFAULT_POLICY,
+    HANDLE_ARGUMENT,
+    CallFormatError,
+    call_name,
+    handle_in_uri,
+    parse_named_call,
+    split_call,
+)
 
 from ._errors import UnknownResourceError
 from ._module import URI_ARGUMENT
@@ -33,6 +41,9 @@ __all__ = [
     "prepare_prompt",
     "prepare_read",
 ]
+
+_HANDLE_QUERY: Final = "{?" + HANDLE_ARGUMENT + "}"
+_HANDLE_QUERY_MORE: Final = "{&" + HANDLE_ARGUMENT + "}"
 
 Route = tuple[str, str, str | None, str | None]
 """An actor key's parts: (module, session, assistant, thread), the ones outside the
@@ -77,10 +88,12 @@ def prepare_call(
     name = call_name(params)
     tool = registry.resolve(name)
     # `_prepared`, inline and without a ParsedCall: every tool call comes through here.
-    context, clean, _, defaulted, _ = split_call(params, policy, caller)
+    context, clean, _, defaulted, _ = split_call(params, policy, caller, stateless=tool.stateless)
     arguments = tool.signature.bind(clean)
     module = tool.module
     route = module.scope.route(module.name, context)
+    # A stateless tool's default session is not worth a warning: nothing of it is kept.
+    defaulted = defaulted and not tool.stateless
     return PreparedCall(tool, context, arguments, route, defaulted, params.get("_meta"))
 
 
@@ -119,7 +132,12 @@ def prepare_read(
     if not isinstance(uri, str) or not uri:
         msg = f"a resource read needs 'uri', a non-empty string; got {uri!r:.80}"
         raise CallFormatError(msg)
+    handle = None
+    if caller is not None and caller.handles is not None:
+        uri, handle = handle_in_uri(uri)  # the handler sees the URI without it
     resource, variables = registry.resource(uri)
+    if handle is not None:
+        variables[HANDLE_ARGUMENT] = handle
     operation = resource.operation
     params = {"name": operation.full_name, "arguments": variables, "_meta": meta}
     extra = {URI_ARGUMENT: uri}
@@ -152,6 +170,7 @@ def prepare_completion(
     meta: Mapping[str, Any] | None = None,
     policy: ContextPolicy = DEFAULT_POLICY,
     caller: Caller | None = None,
+    handle: str | None = None,
 ) -> PreparedCall | Completions:
     """A ``completion/complete`` of `argument` of the prompt or resource template `target`.
 
@@ -160,9 +179,13 @@ def prepare_completion(
     PreparedCall to run. An argument whose type lists its values (a
     ``Literal``, an Enum) is completed from them here, as is an argument the
     target does not have (with nothing): the Completions themselves. Raises
-    UnknownPromptError or UnknownResourceError for an unknown target.
+    UnknownPromptError or UnknownResourceError for an unknown target. `handle` is
+    the conversation handle the client gave among the arguments it filled in already
+    (a template listed with ``{?conversation}`` is the template without it).
     """
     kind = "ref/resource" if "://" in target else "ref/prompt"
+    if caller is not None and caller.handles is not None:
+        target = target.removesuffix(_HANDLE_QUERY).removesuffix(_HANDLE_QUERY_MORE)
     properties = _arguments_of(registry, kind, target)
     if argument not in properties:
         return Completions(())
@@ -172,7 +195,10 @@ def prepare_completion(
         return Completions(tuple(found[:MAX_COMPLETIONS]), len(found) > MAX_COMPLETIONS)
     operation = completion.operation
     (parameter,) = operation.signature.input_schema["properties"]
-    params = {"name": operation.full_name, "arguments": {parameter: value}, "_meta": meta}
+    arguments = (
+        {parameter: value} if handle is None else {parameter: value, HANDLE_ARGUMENT: handle}
+    )
+    params = {"name": operation.full_name, "arguments": arguments, "_meta": meta}
     return _prepared(operation, params, operation.full_name, policy, caller)
 
 

@@ -12,11 +12,17 @@ once and always stopped:
 
 The call is the lightest one that keeps state: our ``planning__list_goals``
 with the session named in ``_meta``, FastMCP's ``list_goals`` on a session its
-``create_session`` minted once beforehand. It is sent in both protocol eras:
-2026-07-28 (no HTTP session; the ``_meta`` envelope and headers of
-`benchmarks._http_floors`) and 2025-11-25 (``initialize`` and
-``notifications/initialized`` first, then every request carries
-``Mcp-Session-Id`` and ``MCP-Protocol-Version``; answers may come as SSE).
+``create_session`` minted once beforehand. The default path is loaded a second
+way, as a contender of its own on the same process (*handle*): the same call
+carrying a conversation handle that ``conversation__start`` minted, as the
+``conversation`` argument, and no session in ``_meta``: what a client that names
+no session sends (conversation handles are on by default over HTTP). Its server
+CPU per call over the ``_meta``-named call's, paired by round, is judged.
+
+Every call is sent in both protocol eras: 2026-07-28 (no HTTP session; the
+``_meta`` envelope and headers of `benchmarks._http_floors`) and 2025-11-25
+(``initialize`` and ``notifications/initialized`` first, then every request
+carries ``Mcp-Session-Id`` and ``MCP-Protocol-Version``; answers may come as SSE).
 
 wrk (`benchmarks._wrk`) repeats the one request for a fixed time at 1 and at
 50 connections, rounds interleaved across servers, every answer checked for
@@ -31,11 +37,14 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, final
 
 import attrs
+
+from protocol import HANDLE_ARGUMENT, HANDLE_TOOL
 
 from ._fastmcp_peer import FASTMCP_VERSION, find_fastmcp
 from ._http_floors import (
@@ -43,6 +52,7 @@ from ._http_floors import (
     BODY,
     EXPECTED,
     HEADERS,
+    TOOL,
     actors_serve,
     start_processes,
 )
@@ -58,19 +68,38 @@ if TYPE_CHECKING:
     from ._suite import Sizes
     from ._wrk import WrkResult
 
-__all__ = ["CONNECTIONS", "CONTENDERS", "ERAS", "FASTMCP", "NEW", "OLD", "Load", "run_over_http"]
+__all__ = [
+    "CONNECTIONS",
+    "CONTENDERS",
+    "ERAS",
+    "FASTMCP",
+    "HANDLE",
+    "NEW",
+    "OLD",
+    "SESSIONLESS",
+    "Load",
+    "envelope",
+    "run_over_http",
+]
 
 NAME: Final = "mcp"
 NEW: Final = "serve --http"
 OLD: Final = "serve --http --sdk-http"
+HANDLE: Final = f"{NEW} (handle)"
 FASTMCP: Final = f"FastMCP {FASTMCP_VERSION}"
-CONTENDERS: Final = (NEW, OLD, FASTMCP)
+CONTENDERS: Final = (NEW, HANDLE, OLD, FASTMCP)
+"""In the order a round loads them (every other round, the reverse): the handle beside the
+`_meta` call it is paired with, on the same server, so that the machine's drift touches the
+pair alike."""
 SESSIONLESS: Final = "2026-07-28"
 SESSIONFUL: Final = "2025-11-25"
 ERAS: Final = (SESSIONLESS, SESSIONFUL)
 CONNECTIONS: Final = (1, 50)
 CPU_TARGET: Final = Target("<=", 0.12)  # new / old server CPU per call (issue #24)
 RATE_TARGET: Final = Target(">=", 5)  # new / FastMCP calls/s at 50 connections (issue #24)
+HANDLE_TARGET: Final = Target("<=", 1.1)  # handle / _meta server CPU per call (issue #35)
+_FORGED: Final = '"isError":true'
+"""What a call carrying a forged handle must get: proof the server reads the handle."""
 WRK_HINT: Final = "apt-get install wrk"
 _SERVER_SCRIPT: Final = Path(__file__).with_name("_fastmcp_server.py")
 
@@ -109,6 +138,13 @@ def _call(name: str, arguments: Mapping[str, str], meta: Mapping[str, object]) -
         params["_meta"] = meta
     request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
     return json.dumps(request, separators=(",", ":"))
+
+
+def envelope() -> dict[str, object]:
+    """The 2026-era ``_meta`` envelope of `BODY`, without its ``sessionId``."""
+    envelope: dict[str, object] = json.loads(BODY)["params"]["_meta"]
+    del envelope["sessionId"]
+    return envelope
 
 
 def _headers_2025(session: str) -> dict[str, str]:
@@ -163,11 +199,64 @@ def _handshake(url: str) -> str:
 
 def _ours(url: str) -> dict[str, Load]:
     """Our request in each era: the session named in ``_meta``."""
-    body_2025 = _call("planning__list_goals", {}, {"sessionId": "bench"})
+    body_2025 = _call(TOOL, {}, {"sessionId": "bench"})
     return {
         SESSIONLESS: Load(BODY, HEADERS),
         SESSIONFUL: Load(body_2025, _headers_2025(_handshake(url))),
     }
+
+
+def _handled(url: str) -> dict[str, Load]:
+    """Our request in each era carrying a conversation handle instead of naming a session.
+
+    The handle is minted once, as a 2026-era client does (``conversation__start``); the
+    2025-era request carries it in an HTTP session of its own, where the handle wins.
+    """
+    meta = envelope()
+    handle = _start_conversation(url, meta)
+    loads = {
+        SESSIONLESS: Load(_call(TOOL, {HANDLE_ARGUMENT: handle}, meta), HEADERS),
+        SESSIONFUL: Load(
+            _call(TOOL, {HANDLE_ARGUMENT: handle}, {}), _headers_2025(_handshake(url))
+        ),
+    }
+    _refuses_forged(url, handle, loads)
+    return loads
+
+
+def _start_conversation(url: str, meta: Mapping[str, object]) -> str:
+    """The handle ``conversation__start`` mints; an error saying so when there is none."""
+    start = _call(HANDLE_TOOL, {}, meta)
+    try:
+        answer = _post(url, start, {**HEADERS, "Mcp-Name": HANDLE_TOOL})[1]
+    except urllib.error.HTTPError as exc:  # a 400 for a tool the server does not list
+        answer = exc.read().decode(errors="replace")
+    found = (json.loads(answer).get("result") or {}).get("structuredContent") or {}
+    if not isinstance(found.get(HANDLE_ARGUMENT), str):
+        msg = (
+            f"{NEW} minted no conversation handle ({HANDLE_TOOL} answered {answer[:300]!r}); "
+            "serve it with conversation handles on (the default over HTTP)"
+        )
+        raise RuntimeError(msg)
+    handle: str = found[HANDLE_ARGUMENT]
+    return handle
+
+
+def _refuses_forged(url: str, handle: str, loads: Mapping[str, Load]) -> None:
+    """Raise unless a forged handle is refused in every era: the handle is read, not ignored.
+
+    Otherwise a server that dropped the argument, running the call in some default
+    session, would answer as fast and pass for a handle's cost.
+    """
+    forged = handle[:-4] + ("AAAA" if not handle.endswith("AAAA") else "BBBB")
+    for era, load in loads.items():
+        answer = _post(url, load.body.replace(handle, forged), load.headers)[1]
+        if _FORGED not in answer:
+            msg = (
+                f"{NEW} ran a {era} call carrying a forged handle instead of refusing it: the "
+                f"handle was not read, so its cost cannot be measured; it answered {answer[:300]!r}"
+            )
+            raise RuntimeError(msg)
 
 
 def _theirs(url: str) -> dict[str, Load]:
@@ -175,11 +264,9 @@ def _theirs(url: str) -> dict[str, Load]:
     headers = _headers_2025(_handshake(url))
     minted = _result_text(_post(url, _call("create_session", {}, {}), headers)[1])
     arguments = {"session_id": minted}
-    envelope = json.loads(BODY)["params"]["_meta"]
-    del envelope["sessionId"]  # ours; FastMCP's session is an argument
     return {
         SESSIONLESS: Load(
-            _call("list_goals", arguments, envelope),
+            _call("list_goals", arguments, envelope()),  # FastMCP's session is an argument
             {**HEADERS, "Mcp-Name": "list_goals"},
         ),
         SESSIONFUL: Load(_call("list_goals", arguments, {}), headers),
@@ -213,6 +300,8 @@ def _started(fastmcp: str | None, notes: list[str]) -> Iterator[list[_Contender]
             _Contender(s.name, s, _theirs(s.url) if s.name == FASTMCP else _ours(s.url))
             for s in servers
         ]
+        new = contenders[0].server
+        contenders.insert(1, _Contender(HANDLE, new, _handled(new.url)))
         for contender in contenders:
             _keep_served_eras(contender, notes)
         yield contenders
@@ -257,7 +346,13 @@ def _loaded(contender: _Contender, era: str, connections: int, seconds: int) -> 
 
 
 def _measure(contenders: Sequence[_Contender], sizes: Sizes, progress: Progress) -> Runs:
-    """A warm-up run each, then the rounds: connections, eras and servers interleaved."""
+    """A warm-up run each, then the rounds: connections, eras and servers interleaved.
+
+    Every other round loads the servers in the reverse order: a pair run back to back
+    (the handle and its `_meta` call above all) takes turns going first, so that
+    whatever the first of two runs pays (the other runs' caches, a core just woken) is
+    not always paid by the same side.
+    """
     if sizes.http_warm_seconds:  # imports, caches, the allocator; not measured
         for contender in contenders:
             for era in contender.loads:
@@ -265,9 +360,10 @@ def _measure(contenders: Sequence[_Contender], sizes: Sizes, progress: Progress)
     runs: Runs = {}
     for number in range(sizes.http_rounds):
         progress(f"{NAME}: HTTP round {number + 1}/{sizes.http_rounds}")
+        order = contenders if number % 2 == 0 else contenders[::-1]
         for connections in CONNECTIONS:
             for era in ERAS:
-                for contender in contenders:
+                for contender in order:
                     if era in contender.loads:
                         result = _loaded(contender, era, connections, sizes.http_seconds)
                         runs.setdefault((contender.name, era, connections), []).append(result)
@@ -317,6 +413,9 @@ def _pair_figures(runs: Runs, era: str, connections: int, where: str) -> list[Fi
     new, old = runs[NEW, era, connections], runs[OLD, era, connections]
     label = f"HTTP: server CPU per call, {NEW} / {OLD}, {where}"
     figures = [figure(NAME, label, _paired(new, old, _server_us), "x", CPU_TARGET)]
+    label = f"HTTP: server CPU per call, {HANDLE} / {NEW}, {where}"
+    handled = _paired(runs[HANDLE, era, connections], new, _server_us)
+    figures.append(figure(NAME, label, handled, "x", HANDLE_TARGET))
     theirs = runs.get((FASTMCP, era, connections))
     if theirs is None:
         return figures
@@ -345,8 +444,13 @@ def _notes(sizes: Sizes, fastmcp: str | None) -> list[str]:
     notes = [
         f"HTTP: wrk (1 thread) POSTs one tools/call (planning__list_goals, FastMCP's list_goals) "
         f"for {sizes.http_seconds} s per run, {sizes.http_rounds} rounds interleaved across "
-        f"servers and eras; {NEW} is the default path, {OLD} every request through the SDK's "
-        "transport; 2026-07-28 is session-less, 2025-11-25 one HTTP session per server",
+        f"servers and eras (every other round in the reverse order); {NEW} is the default "
+        f"path, {OLD} every request through the SDK's transport; 2026-07-28 is session-less, "
+        "2025-11-25 one HTTP session per server",
+        f"HTTP: {NEW} names the call's session in _meta (sessionId); {HANDLE} is the same "
+        f"server and call with a handle from {HANDLE_TOOL} as its {HANDLE_ARGUMENT!r} argument "
+        "and no session named (a forged handle checked to be refused in both eras first), "
+        "loaded beside it in every round and era, every other round first",
         "HTTP: server CPU per call = the server process's CPU time over the run (/proc, clock "
         "ticks) / calls answered; wrk CPU per call is the client's: where it nears the "
         "server's, the client shares the 2 cores and calls/s understates the server",
@@ -363,7 +467,8 @@ def run_over_http(sizes: Sizes, progress: Progress) -> tuple[list[Figure], list[
         return [], [f"HTTP figures skipped: wrk is not installed ({WRK_HINT})"]
     fastmcp = find_fastmcp()
     notes = _notes(sizes, fastmcp)
-    progress(f"{NAME}: HTTP: starting {len(CONTENDERS) - (fastmcp is None)} servers")
+    servers = len(CONTENDERS) - 1 - (fastmcp is None)  # the handle shares the default path
+    progress(f"{NAME}: HTTP: starting {servers} servers")
     with _started(fastmcp, notes) as contenders:
         runs = _measure(contenders, sizes, progress)
     return _figures(runs), notes

@@ -32,6 +32,7 @@ import trio
 from actors import RuntimeConfig, open_runtime
 
 from ._baselines import HandlersDirect, bench_module
+from ._handle_cost import run_handle_cost
 from ._mcp_peer import run_mcp_peer
 from ._mcp_server import CPU_PROBE, DESIGNS, DIRECT, RUNTIME
 from ._measure import (
@@ -244,6 +245,7 @@ def run_over_mcp(sizes: Sizes, progress: Progress) -> ScenarioResult:
     peer_figures, peer_notes = run_mcp_peer(sizes, progress)
     # After the peer, which installs FastMCP in the quick and full runs when it is missing.
     http_figures, http_notes = run_over_http(sizes, progress)
+    handle_figures, handle_notes = run_handle_cost(sizes, progress)
     notes = (
         f"{sizes.mcp_sessions} sessions, each call naming one; one stdio connection per server; "
         "the SDK client and each server in their own process",
@@ -256,5 +258,7 @@ def run_over_mcp(sizes: Sizes, progress: Progress) -> ScenarioResult:
         "median is steady, and a share within a point of the target is within run-to-run noise",
         *peer_notes,
         *http_notes,
+        *handle_notes,
     )
-    return ScenarioResult(NAME, (*_figures(results), *peer_figures, *http_figures), notes)
+    figures = (*_figures(results), *peer_figures, *http_figures, *handle_figures)
+    return ScenarioResult(NAME, figures, notes)

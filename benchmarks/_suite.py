@@ -97,6 +97,8 @@ class Sizes:
     """mcp: interleaved rounds over Streamable HTTP."""
     http_warm_seconds: int
     """mcp: seconds of each server's unmeasured wrk run per era before them (0: none)."""
+    handle_calls: int
+    """mcp: calls per round of each in-process handle verification case."""
     durable_keys: int
     """durable: keys the call path's writes spread over."""
     durable_callers: int
@@ -186,6 +188,7 @@ TINY: Final = Sizes(
     http_seconds=1,
     http_rounds=1,
     http_warm_seconds=0,
+    handle_calls=2_000,
     durable_keys=10,
     durable_callers=10,
     durable_light_calls=50,
@@ -245,6 +248,7 @@ QUICK: Final = Sizes(
     http_seconds=3,
     http_rounds=3,
     http_warm_seconds=1,
+    handle_calls=200_000,
     durable_keys=100,
     durable_callers=100,
     durable_light_calls=1_000,
@@ -304,6 +308,7 @@ FULL: Final = Sizes(
     http_seconds=5,
     http_rounds=5,
     http_warm_seconds=1,
+    handle_calls=1_000_000,
     durable_keys=100,
     durable_callers=100,
     durable_light_calls=3_000,

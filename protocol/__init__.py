@@ -36,6 +36,18 @@ from ._errors import CallFormatError as CallFormatError
 from ._errors import ContextError as ContextError
 from ._errors import ProtocolError as ProtocolError
 from ._errors import ToolNameError as ToolNameError
+from ._handles import DEFAULT_LIFETIME as DEFAULT_LIFETIME
+from ._handles import HANDLE_ARGUMENT as HANDLE_ARGUMENT
+from ._handles import HANDLE_PREFIX as HANDLE_PREFIX
+from ._handles import HANDLE_REQUIRED as HANDLE_REQUIRED
+from ._handles import HANDLE_TOOL as HANDLE_TOOL
+from ._handles import HandleError as HandleError
+from ._handles import HandleKeys as HandleKeys
+from ._handles import HandleReader as HandleReader
+from ._handles import HandleRequiredError as HandleRequiredError
+from ._handles import handle_in_uri as handle_in_uri
+from ._handles import redacted_uri as redacted_uri
+from ._handles import shown_handle as shown_handle
 from ._names import BUILTIN_PREFIX as BUILTIN_PREFIX
 from ._names import SEPARATOR as SEPARATOR
 from ._names import ToolName as ToolName
@@ -59,7 +71,12 @@ from ._scope import tenant_of as tenant_of
 
 __all__ = [
     "BUILTIN_PREFIX",
+    "DEFAULT_LIFETIME",
     "DEFAULT_POLICY",
+    "HANDLE_ARGUMENT",
+    "HANDLE_PREFIX",
+    "HANDLE_REQUIRED",
+    "HANDLE_TOOL",
     "SEPARATOR",
     "SERVICE_INFO_META_KEY",
     "TENANT_SEPARATOR",
@@ -74,6 +91,10 @@ __all__ = [
     "ContextError",
     "ContextPolicy",
     "EmbeddedResource",
+    "HandleError",
+    "HandleKeys",
+    "HandleReader",
+    "HandleRequiredError",
     "ImageContent",
     "Membership",
     "NoSessionError",
@@ -97,15 +118,18 @@ __all__ = [
     "actor_key",
     "call_name",
     "extract_context",
+    "handle_in_uri",
     "has_scheme",
     "in_tenant",
     "inject_context",
     "name_from_service",
     "parse_call",
     "parse_named_call",
+    "redacted_uri",
     "render_data",
     "service_info_of",
     "shard_for",
+    "shown_handle",
     "split_call",
     "tenant_of",
     "to_tool_result",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard, final
 
 import attrs
 
+from ._caller import NoSessionError
 from ._context import (
     DEFAULT_POLICY,
     SESSION_REQUIRED,
@@ -17,9 +18,11 @@ from ._context import (
     _split,
 )
 from ._errors import CallFormatError, ContextError
+from ._handles import HANDLE_ARGUMENT, HANDLE_REQUIRED, HandleRequiredError
 
 if TYPE_CHECKING:
     from ._caller import Caller
+    from ._handles import HandleReader
 
 __all__ = ["ParsedCall", "call_name", "parse_call", "parse_named_call", "split_call"]
 
@@ -105,13 +108,20 @@ def parse_named_call(
 
 
 def split_call(
-    params: Mapping[str, Any], policy: ContextPolicy, caller: Caller | None
+    params: Mapping[str, Any],
+    policy: ContextPolicy,
+    caller: Caller | None,
+    *,
+    stateless: bool = False,
 ) -> tuple[ToolContext, dict[str, Any], Mapping[str, Any], bool, SessionSource]:
     """`parse_named_call`'s parts, (context, arguments, meta, session_defaulted,
     session_source), as a tuple.
 
     For a router that keeps the parts in a record of its own: every tool call
     goes through here, and a `ParsedCall` more per call is measurable.
+    `stateless` is for a tool that keeps no state: a call of it that names no
+    session is never refused for that (it lands in the caller's or the policy's
+    default session, harmlessly shared), unless the policy is strict.
     """
     arguments = _mapping_field(params, "arguments")
     meta = _mapping_field(params, "_meta")
@@ -119,7 +129,13 @@ def split_call(
         context, clean, source = _split(arguments, meta, policy)
     else:
         context, clean, source = _split(arguments, meta, _lenient(policy))
-        context, source = _claim(context, source, policy, caller)
+        handles = caller.handles
+        if handles is not None:
+            # Infrastructure, like __sessionId: never the handler's, sent or not.
+            handle = clean.pop(HANDLE_ARGUMENT, None)
+            if source == "policy":
+                context, source = _from_handle(context, handle, handles, caller, stateless)
+        context, source = _claim(context, source, policy, caller, stateless)
     return context, clean, meta, source == "policy", source
 
 
@@ -129,14 +145,37 @@ def _lenient(policy: ContextPolicy) -> ContextPolicy:
     return attrs.evolve(policy, require_session=False)
 
 
+def _from_handle(
+    context: ToolContext, handle: object, handles: HandleReader, caller: Caller, stateless: bool
+) -> tuple[ToolContext, SessionSource]:
+    """The context of a call that named no session, where handles are on: the handle's
+    conversation; else, left to `_claim`, the transport's session, or a stateless tool's
+    default; else HandleRequiredError."""
+    if handle is not None:
+        session = handles.session_for(handle, caller.tenant)
+        return ToolContext(session, context.assistant_id, context.thread_id), "handle"
+    if caller.transport_session is None and not stateless:
+        raise HandleRequiredError(HANDLE_REQUIRED)
+    return context, "policy"
+
+
 def _claim(
-    context: ToolContext, source: SessionSource, policy: ContextPolicy, caller: Caller
+    context: ToolContext,
+    source: SessionSource,
+    policy: ContextPolicy,
+    caller: Caller,
+    stateless: bool = False,
 ) -> tuple[ToolContext, SessionSource]:
     """Apply `caller`'s rules to a parsed context: (context, where its session came from)."""
     if source != "policy":
         caller.check(context, source)
         return context, source
-    session = caller.default_session(policy)  # inside the caller's reach by construction
+    try:
+        session = caller.default_session(policy)  # inside the caller's reach by construction
+    except NoSessionError:
+        if not stateless:
+            raise
+        session = None  # nothing to share: the policy's default will do
     if session is not None:
         return ToolContext(session, context.assistant_id, context.thread_id), "caller"
     if policy.require_session:

@@ -13,6 +13,10 @@ without a bearer token — and the context a call claims is judged by that:
   such client, and one client's state must never turn up in another's calls.
 * **Tenant.** A caller bound to tenant ``T`` may only name sessions ``T`` or
   ``T/…`` (`tenant_of`).
+* **Handles.** Where the server mints conversation handles (`handles`), a call that
+  names no session runs in the conversation of the handle it carries, then in its
+  transport session; a stateful call with neither is refused (`HandleRequiredError`).
+  A handle is bound to the tenant that minted it, so it cannot leave the tenant.
 * **Channel.** A session named in ``_meta`` comes from the host; one named in
   the arguments (``__sessionId``) may come from the model, which writes them.
   A caller whose arguments may not name sessions (`arguments_may_name_sessions`
@@ -31,6 +35,7 @@ from ._scope import TENANT_SEPARATOR, tenant_of
 
 if TYPE_CHECKING:
     from ._context import ContextPolicy, SessionSource, ToolContext
+    from ._handles import HandleReader
 
 __all__ = ["Caller", "ConfinedError", "NoSessionError", "ReachError", "TenantError", "in_tenant"]
 
@@ -81,6 +86,10 @@ class Caller:
     sole_client: bool = False
     """Whether the transport serves this one client only (stdio, an embedding
     program), so that a session it names by default cannot be shared with anyone."""
+    handles: HandleReader | None = None
+    """What reads the conversation handles of this caller's calls (`HandleKeys`), when the
+    server mints them: a stateful call that names no session must then carry one, or
+    run in its transport session. ``None``: handles are off."""
     arguments_may_name_sessions: bool = True
     """Whether a call's arguments (``__sessionId``, which a model can write) may name a
     session other than the caller's own (`own_session`). ``_meta``, the host's channel,

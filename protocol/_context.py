@@ -100,10 +100,11 @@ SESSION_REQUIRED: Final = (
 )
 """What the strict policy says to a call that names no session."""
 
-SessionSource = Literal["meta", "arguments", "caller", "policy"]
+SessionSource = Literal["meta", "arguments", "handle", "caller", "policy"]
 """Where a call's session came from: the request's ``_meta`` (the host's channel), its
-arguments (``__sessionId``, which the model may have written), the caller's own default
-session (`Caller.default_session`), or the lenient policy's default one."""
+arguments (``__sessionId``, which the model may have written), a conversation handle the
+server minted (`protocol.HandleKeys`), the caller's own default session
+(`Caller.default_session`), or the lenient policy's default one."""
 
 # Field name on ToolContext -> the spellings accepted in arguments and in _meta.
 _ARGUMENT_SPELLINGS: Final = {

@@ -19,6 +19,7 @@ __all__ = [
     "descendants",
     "left_after",
     "listening_addresses",
+    "listening_ports",
     "name_of",
     "run_leaving_nothing",
     "running_with",
@@ -92,6 +93,16 @@ def command_line_of(pid: int) -> str:
 
 def listening_addresses(pids: set[int]) -> set[str]:
     """The addresses the TCP sockets of `pids` listen on (``127.0.0.1``, ``0.0.0.0``, ``::``…)."""
+    return {address for address, _ in _listening(pids)}
+
+
+def listening_ports(pids: set[int]) -> set[int]:
+    """The TCP ports `pids` listen on: where a server told ``--port 0`` went."""
+    return {port for _, port in _listening(pids)}
+
+
+def _listening(pids: set[int]) -> set[tuple[str, int]]:
+    """The (address, port) of every TCP socket of `pids` that listens."""
     inodes = set()
     for pid in pids:
         try:
@@ -104,7 +115,8 @@ def listening_addresses(pids: set[int]) -> set[str]:
         for line in Path(table).read_text().splitlines()[1:]:
             fields = line.split()
             if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
-                found.add(_address(fields[1].split(":")[0]))
+                address, port = fields[1].split(":")
+                found.add((_address(address), int(port, 16)))
     return found
 
 

@@ -30,6 +30,7 @@ from actors.store import open_store
 from benchmarks import PRESETS, SCENARIOS, Figure, Report, run_suite
 from benchmarks import _embedding as embedding
 from benchmarks import _fastmcp_peer as fastmcp_peer
+from benchmarks import _handle_cost as handle_cost
 from benchmarks import _mcp_peer as mcp_peer
 from benchmarks import _observer as observer
 from benchmarks import _over_http as over_http
@@ -158,6 +159,31 @@ class TestReportShape:
                 label = f"HTTP: server CPU per call, {over_http.NEW} / {over_http.OLD}, {where}"
                 assert mcp[label].target == "≤ 0.12x"
                 assert isinstance(mcp[label].meets, bool)
+
+    @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+    def test_the_mcp_scenario_loads_a_handle_beside_a_meta_session(self, report: Report) -> None:
+        """The default path's call carrying a conversation handle, both eras: judged against
+        the `_meta`-named call on the same server, paired by round."""
+        mcp = {f.name: f for f in report.figures if f.scenario == "mcp"}
+        for era in over_http.ERAS:
+            for connections in over_http.CONNECTIONS:
+                where = f"{era}, connections={connections}"
+                for what in ("server CPU per call", "calls/s", "p50", "p99", "wrk CPU per call"):
+                    assert mcp[f"HTTP: {over_http.HANDLE} {what}, {where}"].value > 0
+                label = f"HTTP: server CPU per call, {over_http.HANDLE} / {over_http.NEW}, {where}"
+                assert mcp[label].target == "≤ 1.1x"
+                assert mcp[label].value > 0
+                assert isinstance(mcp[label].meets, bool)
+
+    def test_the_mcp_scenario_prices_the_handle_verification(self, report: Report) -> None:
+        """HandleKeys.session_for and split_call, in process: a CPU per call for each case."""
+        mcp = {f.name: f for f in report.figures if f.scenario == "mcp"}
+        for case in (handle_cost.VERIFIED, handle_cost.FIRST):
+            assert mcp[f"{case}, CPU per call"].value > 0
+        for era in over_http.ERAS:
+            for what in ("_meta session, handles off", "_meta session", "handle"):
+                assert mcp[f"split_call, {what}, {era}, CPU per call"].value > 0
+            assert mcp[f"split_call, handle / _meta session, {era}"].value > 0
 
     @pytest.mark.skipif(
         shutil.which("wrk") is None or not FASTMCP_INSTALLED, reason="no wrk, or no FastMCP"

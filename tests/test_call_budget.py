@@ -60,13 +60,14 @@ HTTP_CALL: Final = 56
 the lean path (`actors.server._lean`), whose parts (`takes`, `plain_call`, `call_result`,
 `reply`) the 2025-era sessions' answers share. (56, not 54: its answer is a `LeanReply`, which
 the wire's fast handler sends as it is and the ASGI app wraps in a Starlette response.)"""
-SDK_HTTP_CALL: Final = 79
-"""The same through the SDK's transport (``lean_http=False``, ``--sdk-http``). (79, not 66:
+SDK_HTTP_CALL: Final = 78
+"""The same through the SDK's transport (``lean_http=False``, ``--sdk-http``). (78, not 66:
 `Front`'s and the gate's checks are functions of their own, which the wire's fast handler
 calls too, as are the session table's check and a token's principal, which it calls in
 2025-era sessions; a middleware registers each connection's end at ``initialize``,
 whichever path its calls then take; and a request's principal is a `Principal` of token and
-tenant, built twice, since a session's owner is (tenant, subject).)"""
+tenant, built twice, since a session's owner is (tenant, subject); 78, not 79: the
+request's caller is made from its token in one step.)"""
 
 CALLS: Final = 50
 _PACKAGES: Final = tuple(

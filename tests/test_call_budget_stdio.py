@@ -162,7 +162,7 @@ async def _serve_and_count(requests_fd: int, replies_fd: int, one_more: bool) ->
                 _one_more_function()
             # As `serve` builds and runs the stdio transport.
             options = ServeOptions()
-            adapter = _adapter(runtime, options, None, _stdio_session(options))
+            adapter = _adapter(runtime, options, None, _stdio_session(options), None)
             serve = functools.partial(
                 serve_stdio,
                 adapter,

@@ -4,8 +4,10 @@ The servers: this project's planning module in the command's own process, the no
 servers of ``tests/leaky_servers/sdk_notes.py`` over stdio (``current``, the replaced
 design, leaks when calls overlap; ``keyed`` does not), and the servers of
 ``tests/leaky_servers/unanswering.py`` that stop answering (over stdio, and one on
-127.0.0.1 that accepts connections and never answers). Each command gets a marker in
-its environment; no process carrying it may be left afterwards.
+127.0.0.1 that accepts connections and never answers). The checks speak the default
+2026-07-28 era, but for the raw stdio servers, which answer the initialize handshake
+alone (``--era 2025``). Each command gets a marker in its environment; no process
+carrying it may be left afterwards.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ NOTES_READ: Final = 'list_notes {"session": "{session}"}'
 UNANSWERING: Final = ROOT / "tests" / "leaky_servers" / "unanswering.py"
 QUICK: Final = ("--call-timeout", "0.5")  # a call unanswered for half a second is no answer
 STOPPED: Final = 240  # seconds: the old check waited 60 s a call, then shrank through 200 more
+HANDSHAKE: Final = ("--era", "2025")  # the raw servers answer initialize, not server/discover
 NO_VERDICT: Final = 4
 
 
@@ -176,7 +179,7 @@ def test_a_server_that_stops_answering_is_no_verdict_exit_4_unshrunk(mode: str, 
     The old check waited 60 s for each call, then replayed up to 200 more sequences.
     """
     args = ("--write", NOTES_WRITE, "--read", NOTES_READ)
-    done = _check("--command", _unanswering(mode), *QUICK, *args)
+    done = _check("--command", _unanswering(mode), *HANDSHAKE, *QUICK, *args)
     _assert_stopped_at_the_first_call(done, why)
 
 
@@ -185,7 +188,7 @@ def test_what_the_server_wrote_that_is_not_json_rpc_is_quoted() -> None:
     """A stdio server printing to its stdout: the no-verdict quotes the first such line,
     once (the SDK's traceback for each is not printed)."""
     args = ("--write", NOTES_WRITE, "--read", NOTES_READ)
-    done = _check("--command", _unanswering("garbage"), *QUICK, *args)
+    done = _check("--command", _unanswering("garbage"), *HANDSHAKE, *QUICK, *args)
     assert done.returncode == NO_VERDICT, done.stdout + done.stderr
     # One garbage line per session's request: how many arrived before the first call's
     # deadline depends on the machine's load, so the count is not asserted.
@@ -199,17 +202,19 @@ def test_what_the_server_wrote_that_is_not_json_rpc_is_quoted() -> None:
 def test_a_process_per_session_that_never_answers_is_no_verdict_at_its_first_call() -> None:
     """Templates naming no session: each session its own process, the first unanswered."""
     done = _check(
-        "--command", _unanswering("deaf"), *QUICK, "--write", 'add_note {"text": "{mark}"}',
-        "--read", "list_notes",
+        "--command", _unanswering("deaf"), *HANDSHAKE, *QUICK,
+        "--write", 'add_note {"text": "{mark}"}', "--read", "list_notes",
     )  # fmt: skip
     _assert_stopped_at_the_first_call(done, "no answer within 0.5 s")
 
 
 @pytest.mark.timeout(STOPPED)
-def test_a_stdio_server_that_never_answers_initialize_is_no_verdict() -> None:
-    """Not even ``initialize`` is answered: the first session's opening, one request."""
+@pytest.mark.parametrize("era", ["2026", "2025"])
+def test_a_stdio_server_that_never_answers_its_opening_is_no_verdict(era: str) -> None:
+    """Not even the opening (``server/discover``, ``initialize``) is answered: the first
+    session's, one request (the check's bound and the target's, both 1 s, race to say so)."""
     done = _check(
-        "--command", _unanswering("mute"), *QUICK, "--open-timeout", "1",
+        "--command", _unanswering("mute"), "--era", era, *QUICK, "--open-timeout", "1",
         "--write", 'add_note {"text": "{mark}"}', "--read", "list_notes",
     )  # fmt: skip
     assert done.returncode == NO_VERDICT, done.stdout + done.stderr

@@ -22,6 +22,8 @@ import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from protocol import HANDLE_ARGUMENT, HANDLE_REQUIRED, HANDLE_TOOL
+
 from ._mcp_helpers import http_server, raw_server, texts
 from ._postgres import fresh_postgres_url_fixture, postgres_server_fixture  # noqa: F401  (fixtures)
 
@@ -119,7 +121,7 @@ class TestServing:
         self, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """serve_from_python.py serves; http_client.py and tenants_client.py print what the
-        pages say; a client without an Mcp-Session-Id lands in T/default or is refused."""
+        pages say; a client without an Mcp-Session-Id starts a conversation, or is refused."""
         from docs_src.serving import http_client, tenants_client
 
         # The script's own options, on a free port and in memory (its file would outlive the test).
@@ -147,16 +149,19 @@ class TestServing:
             # The tenant client's own HTTP session, and its goal, ended with it.
             ended = r"the connection of session 'alpha/\w+' closed: ended it \(1 stored item"
             assert re.search(ended, server.log.text()), server.log.text()
-            # The 2026 protocol sends no Mcp-Session-Id: a tenant's bucket, or a refusal.
+            # The 2026 protocol sends no Mcp-Session-Id: a call that names no session and
+            # carries no handle is told to start a conversation; one started is its own.
             async with server.session(ALPHA, era="modern") as alpha:
-                await alpha.call_tool("planning__create_goal", {"goal": "Bucket"})
+                nameless = await alpha.call_tool("planning__create_goal", {"goal": "Bucket"})
+                assert texts(nameless) == HANDLE_REQUIRED
+                started = await alpha.call_tool(HANDLE_TOOL, {})
+                handle = {HANDLE_ARGUMENT: (started.structured_content or {})[HANDLE_ARGUMENT]}
+                await alpha.call_tool("planning__create_goal", {"goal": "Kept", **handle})
+                kept = await alpha.call_tool("planning__list_goals", handle)
+                assert texts(kept) == "Goals (1):\n- g1: Kept"
             async with server.session(GATEWAY, era="modern") as gateway:
-                meta = {"sessionId": "alpha/default"}
-                listed = await gateway.call_tool("planning__list_goals", {}, meta=meta)
-                assert texts(listed) == "Goals (1):\n- g1: Bucket"
                 refused = await gateway.call_tool("planning__list_goals", {})
-                assert refused.is_error
-                assert "name it in _meta.sessionId (or the __sessionId argument)" in texts(refused)
+                assert texts(refused) == HANDLE_REQUIRED
 
     async def test_jsonrpc_exchanges_are_answered_as_shown(self) -> None:
         """Each → line of jsonrpc_exchanges.txt, sent over stdio, gets exactly its ← line."""

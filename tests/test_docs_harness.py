@@ -2,9 +2,9 @@
 
 ``docs/guides/harness.md`` and ``docs/guides/isolation-check.md``: every mix file on them
 loads, every command line is one the command's parser takes, and those that can run here
-(this project's modules, its own server) run; the Python examples are included from
-``docs_src/harness`` and run on a real server; the JSON the load guide shows has the
-members a run writes.
+(this project's modules, its own server, through its handles too) run; the Python
+examples are included from ``docs_src/harness`` and run on a real server; the JSON the
+load guide shows has the members a run writes.
 """
 
 from __future__ import annotations
@@ -121,8 +121,12 @@ def _members(value: Any, where: str = "") -> set[str]:
     return set()
 
 
-def test_the_isolation_pages_in_process_command_passes() -> None:
-    (command,) = [words for words in _command_lines(ISOLATION_PAGE) if "--in-process" in words]
+@pytest.mark.parametrize("served", ["--in-process", "--handles"])
+def test_the_isolation_pages_command_that_serves_a_module_passes(served: str) -> None:
+    """The page's check of a module in this process, and through handles over HTTP."""
+    (command,) = [
+        words for words in _command_lines(ISOLATION_PAGE) if served in words and "--module" in words
+    ]
     done = run_leaving_nothing([sys.executable, "-m", "actors", *command], cwd=ROOT, timeout=GUARD)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("isolation check passed: no leak, no lost write (")

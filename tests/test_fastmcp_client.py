@@ -10,15 +10,18 @@ prompts return.
 Both protocol eras FastMCP speaks are driven: ``mode="legacy"`` (the 2025-11-25 initialize
 handshake, an ``Mcp-Session-Id`` whose session is the default of calls that name none, a
 DELETE when the client closes) and ``mode="auto"`` (``server/discover``, 2026-07-28: no
-HTTP session, so a call must name its session in ``_meta``, and ``ping`` is no longer a
-method). Without FastMCP's environment the tests are skipped, as the benchmarks' FastMCP
-tests are.
+HTTP session, and ``ping`` is no longer a method). The server runs as recommended, with
+conversation handles on (the default over HTTP): in either era a call that carries the
+handle ``conversation__start`` returned runs in that conversation, whichever client sends
+it; a 2026-era call that carries none (and names no session in ``_meta``) gets a tool error
+telling the model to start one. Without FastMCP's environment the tests are skipped, as
+the benchmarks' FastMCP tests are.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import re
 import secrets
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,13 +31,15 @@ import pytest
 import trio
 
 from benchmarks._fastmcp_peer import FASTMCP_VERSION, fastmcp_venv, find_fastmcp
+from protocol import HANDLE_REQUIRED
 
+from ._integration_runs import apart, output_of, run_script
 from ._mcp_helpers import http_server, status_in_session
+from .integrations import FOLDER, examples_importable
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
-ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).resolve().with_name("fastmcp_client") / "drive.py"
 SERVED = (
     "--state",
@@ -47,10 +52,8 @@ SERVED = (
 TIMEOUT = 120.0  # seconds for one run of the script: FastMCP imports slowly on a busy machine
 INVALID_PARAMS = -32602
 METHOD_NOT_FOUND = -32601
-NO_SESSION = (
-    "this call names no session, and without an Mcp-Session-Id every client of this server "
-    "would share one; name it in _meta.sessionId (or the __sessionId argument)"
-)
+HANDLE = re.compile(r"conv_[A-Za-z0-9_-]{56}")
+ERAS = pytest.mark.parametrize("mode", ["legacy", "auto"])
 
 Step = dict[str, Any]
 Outcome = dict[str, Any]
@@ -72,8 +75,7 @@ def fastmcp() -> str:
 @asynccontextmanager
 async def served(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
     """``serve --http 127.0.0.1:0`` of the default modules and the notes: its URL."""
-    path = os.environ.get("PYTHONPATH")
-    monkeypatch.setenv("PYTHONPATH", str(ROOT) if path is None else f"{ROOT}{os.pathsep}{path}")
+    examples_importable(monkeypatch)
     async with http_server(*SERVED) as server:
         yield server.url
 
@@ -87,17 +89,9 @@ async def drive(python: str, url: str, steps: Sequence[Step]) -> list[Outcome]:
     plan = json.dumps({"url": url, "steps": list(steps)}).encode()
     with trio.fail_after(TIMEOUT):
         # -I: the script's folder and this project stay off FastMCP's path.
-        done = await trio.run_process(
-            [python, "-I", str(SCRIPT)],
-            stdin=plan,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    log = done.stderr.decode(errors="replace")[-4000:]
-    assert done.returncode == 0, f"drive.py exited with {done.returncode}:\n{log}"
-    outcomes = [json.loads(line) for line in done.stdout.decode().splitlines()]
-    assert [outcome["op"] for outcome in outcomes] == [step["op"] for step in steps], log
+        printed = await output_of([python, "-I", str(SCRIPT)], stdin=plan)
+    outcomes = [json.loads(line) for line in printed.splitlines()]
+    assert [outcome["op"] for outcome in outcomes] == [step["op"] for step in steps], outcomes
     return outcomes
 
 
@@ -129,6 +123,16 @@ def call(
 ) -> Step:
     """``tools/call`` of `name` with `arguments`, naming the session in `meta` if given."""
     return step("callTool", client=client, name=name, arguments=arguments, meta=meta)
+
+
+def start(keep: str, client: str = "a") -> Step:
+    """``conversation__start``, its handle kept as `keep` (``kept(keep)`` in later steps)."""
+    return step("callTool", client=client, name="conversation__start", arguments={}, keep=keep)
+
+
+def kept(name: str) -> str:
+    """The handle kept as `name`, in a later step of the same plan."""
+    return f"<kept:{name}>"
 
 
 def named(prefix: str) -> dict[str, str]:
@@ -239,7 +243,7 @@ class TestThe2026Era:
         assert error_of(pinged)["code"] == METHOD_NOT_FOUND
         assert "planning__list_goals" in {tool["name"] for tool in result_of(listed)}
         assert result_of(nameless)["isError"] is True
-        assert text_of(nameless) == NO_SESSION
+        assert text_of(nameless) == HANDLE_REQUIRED
         assert text_of(created) == "Created goal g1: Learn Rust"
         assert text_of(goals) == "Goals (1):\n- g1: Learn Rust"
         assert result_of(refused)["isError"] is True
@@ -310,9 +314,17 @@ async def test_resources_and_prompts_of_the_callers_session(
         "content://documents",
         "notes://all",
     }
+    # With handles on, each resource and template is listed in its URI?conversation=… form.
     assert {template["uriTemplate"] for template in result_of(templates)} == {
-        "notes://note/{number}",
-        "content://documents/{document_id}",
+        f"{uri}{{?conversation}}"
+        for uri in (
+            "planning://plan",
+            "playbooks://mine",
+            "content://documents",
+            "notes://all",
+            "notes://note/{number}",
+            "content://documents/{document_id}",
+        )
     }
     assert [prompt["name"] for prompt in result_of(prompts)] == ["notes__review"]
     assert result_of(plan) == [
@@ -336,3 +348,158 @@ async def test_resources_and_prompts_of_the_callers_session(
     ]
     assert error_of(unknown)["code"] == INVALID_PARAMS
     assert error_of(unknown)["message"].startswith("unknown prompt 'notes__nope'")
+
+
+class TestConversationHandles:
+    @ERAS
+    async def test_a_handle_keeps_state_across_calls_and_clients(
+        self, fastmcp: str, monkeypatch: pytest.MonkeyPatch, mode: str
+    ) -> None:
+        """conversation__start (listed, no arguments) returns a handle in its text and its
+        structuredContent; every stateful tool requires ``conversation``. A new Client per
+        call, passing the handle, finds what the earlier ones wrote. A call without it gets
+        the client's own session in the handshake era, the handle-required error in 2026;
+        a session named in ``_meta`` wins over a handle the call also carries."""
+        async with served(monkeypatch) as url:
+            outcomes = await drive(
+                fastmcp,
+                url,
+                [
+                    step("open", mode=mode),
+                    step("listTools"),
+                    start("alice"),
+                    step("close"),
+                    step("open", mode=mode),
+                    call("planning__create_goal", goal="Learn Rust", conversation=kept("alice")),
+                    step("close"),
+                    step("open", mode=mode),
+                    call("planning__create_goal", goal="Ship it", conversation=kept("alice")),
+                    call("planning__list_goals", conversation=kept("alice")),
+                    call("planning__list_goals"),
+                    call("planning__list_goals", named("host"), conversation=kept("alice")),
+                ],
+            )
+        _, listed, started, _, _, first, _, _, second, goals, nameless, hosts = outcomes
+        tools = {tool["name"]: tool for tool in result_of(listed)}
+        assert tools["conversation__start"]["inputSchema"]["properties"] == {}
+        schema = tools["planning__create_goal"]["inputSchema"]
+        assert set(schema["required"]) == {"goal", "conversation"}
+        assert "conversation__start" in schema["properties"]["conversation"]["description"]
+        handle = result_of(started)["structuredContent"]["conversation"]
+        assert HANDLE.fullmatch(handle)
+        assert handle in text_of(started)
+        assert text_of(first) == "Created goal g1: Learn Rust"
+        assert text_of(second) == "Created goal g2: Ship it"
+        assert text_of(goals) == "Goals (2):\n- g1: Learn Rust\n- g2: Ship it"
+        assert text_of(hosts) == "No goals yet."  # a session named in _meta wins over the handle
+        if mode == "legacy":
+            assert text_of(nameless) == "No goals yet."  # its Mcp-Session-Id's own session
+        else:
+            assert result_of(nameless)["isError"] is True
+            assert text_of(nameless) == HANDLE_REQUIRED
+
+    @ERAS
+    async def test_two_conversations_at_once_stay_apart(
+        self, fastmcp: str, monkeypatch: pytest.MonkeyPatch, mode: str
+    ) -> None:
+        """Two clients, each in a conversation of its own, interleaved: neither sees the
+        other's goals. A second conversation on one client starts empty too: the handle,
+        not the connection, picks the state."""
+        async with served(monkeypatch) as url:
+            outcomes = await drive(
+                fastmcp,
+                url,
+                [
+                    step("open", mode=mode),
+                    step("open", client="b", mode=mode),
+                    start("alice"),
+                    start("bob", client="b"),
+                    call("planning__create_goal", goal="alice's", conversation=kept("alice")),
+                    call("planning__list_goals", client="b", conversation=kept("bob")),
+                    call(
+                        "planning__create_goal", client="b", goal="bob's", conversation=kept("bob")
+                    ),
+                    call("planning__list_goals", conversation=kept("alice")),
+                    call("planning__list_goals", client="b", conversation=kept("bob")),
+                    start("carol"),
+                    call("planning__list_goals", conversation=kept("carol")),
+                ],
+            )
+        _, _, alice, bob, _, bobs_empty, _, alices, bobs, carol, carols = outcomes
+        handles = [result_of(o)["structuredContent"]["conversation"] for o in (alice, bob, carol)]
+        assert len(set(handles)) == 3
+        assert text_of(bobs_empty) == "No goals yet."
+        assert text_of(alices) == "Goals (1):\n- g1: alice's"
+        assert text_of(bobs) == "Goals (1):\n- g1: bob's"
+        assert text_of(carols) == "No goals yet."
+
+    async def test_resources_and_prompts_through_a_handle(
+        self, fastmcp: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A 2026-era client that names no session in ``_meta`` reads its conversation's
+        resources with ``?conversation=`` and gets its prompt with a ``conversation``
+        argument: what clients that cannot pass ``_meta`` do."""
+        conversation = kept("reader")
+        async with served(monkeypatch) as url:
+            outcomes = await drive(
+                fastmcp,
+                url,
+                [
+                    step("open", mode="auto"),
+                    start("reader"),
+                    call("planning__create_goal", goal="Learn Rust", conversation=conversation),
+                    call("notes__add_note", text="buy milk", conversation=conversation),
+                    call("notes__add_note", text="call Ada", conversation=conversation),
+                    step("readResource", uri=f"planning://plan?conversation={conversation}"),
+                    step("readResource", uri=f"notes://note/2?conversation={conversation}"),
+                    step(
+                        "getPrompt",
+                        name="notes__review",
+                        arguments={"focus": "typos", "conversation": conversation},
+                    ),
+                ],
+            )
+        *_, plan, second, review = outcomes
+        assert result_of(plan)[0]["text"] == "Goal g1: Learn Rust"
+        assert result_of(second)[0]["text"] == "call Ada"
+        assert result_of(review)["messages"][0]["content"]["text"] == (
+            "Review these notes, looking for typos:\n- buy milk\n- call Ada"
+        )
+
+    async def test_a_malformed_or_forged_handle_is_told_to_start_anew(
+        self, fastmcp: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A handle that is not one, and one whose signature is wrong, get a tool error
+        saying to call conversation__start; neither is a conversation afterwards."""
+        async with served(monkeypatch) as url:
+            outcomes = await drive(
+                fastmcp,
+                url,
+                [
+                    step("open", mode="auto"),
+                    call("planning__create_goal", goal="lost", conversation="conv_nope"),
+                    call("planning__create_goal", goal="lost", conversation=FORGED),
+                    call("planning__list_goals", conversation=FORGED),
+                ],
+            )
+        _, malformed, forged, listed = outcomes
+        for refused in (malformed, forged, listed):
+            assert result_of(refused)["isError"] is True
+            assert "call conversation__start to start a new conversation" in text_of(refused)
+        assert FORGED not in text_of(forged)  # an error shows only the handle's start
+
+    @pytest.mark.parametrize("transport", ["stdio", "http"])
+    async def test_the_docs_example(self, fastmcp: str, tmp_path: Path, transport: str) -> None:
+        """``tests/integrations/fastmcp_example.py``, as the FastMCP page shows it: over
+        stdio (FastMCP starts ``serve --handles``) and over HTTP (handles on by default),
+        two conversations on one client, then a new client lists each one's own goal."""
+        script = FOLDER / "fastmcp_example.py"
+        if transport == "stdio":
+            printed = await run_script(Path(fastmcp), script, home=tmp_path)
+        else:
+            async with http_server() as server:
+                printed = await run_script(Path(fastmcp), script, server.url, home=tmp_path)
+        apart(printed)
+
+
+FORGED = "conv_" + "A" * 56  # a handle's form, signed by no key

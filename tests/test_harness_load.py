@@ -3,8 +3,12 @@
 Every server is real: ``python -m actors serve`` over stdio (a process per
 session) and over ``--http`` on 127.0.0.1:0, a stdio command, and FastMCP
 over Streamable HTTP when its environment exists (`find_fastmcp`), each
-called through the official SDK client. Sizes are tiny: a few calls, two
-callers. Every test checks that the processes it started are gone.
+called through the official SDK client in the 2026-07-28 era (the default);
+over HTTP, where such a client has no session, every session's calls carry
+the handle it minted (``serve --http`` serves handles by default). The raw
+servers that stop answering speak the initialize handshake alone: they are
+driven in the 2025 era. Sizes are tiny: a few calls, two callers. Every test
+checks that the processes it started are gone.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
 from actors.harness import (
     JSON_FORMAT,
+    Handles,
     HttpTarget,
     LoadPlan,
     LoadResult,
@@ -64,6 +69,7 @@ BENCH = (sys.executable, "-m", "actors", "bench")
 FASTMCP_SCRIPT = ROOT / "benchmarks" / "_fastmcp_server.py"
 TOKEN = "harness-test-token-0123456789"
 GUARD = 120  # seconds a whole bench command may take on a busy machine before the test fails
+HANDLES = Handles()  # serve's: conversation__start, its handle passed as 'conversation'
 
 
 def _mix(*calls: MixCall) -> MixOf:
@@ -152,6 +158,7 @@ async def test_errors_are_counted_by_kind() -> None:
                 timeout=timeout,
                 seed=7,
                 check_tools=False,
+                handles=HANDLES,
             )
             runs[name] = await run_load(target, plan, describe=name)
     assert runs["tool error"].errors == {"tool error (isError)": 3}
@@ -175,13 +182,14 @@ async def test_setup_calls_fill_placeholders_for_their_own_session(tmp_path: Pat
     )
     failing = MixOf(_echo().calls, "failing setup", (MixCall("harness__fail"),))
     async with serve_module_http([MODULE], "memory") as target:
-        plan = LoadPlan(mix=load_mix(path), sessions=3, callers=3, calls=9)
+        plan = LoadPlan(mix=load_mix(path), sessions=3, callers=3, calls=9, handles=HANDLES)
         result = await run_load(target, plan, describe="setup")
+        failing_plan = LoadPlan(mix=failing, calls=1, handles=HANDLES)
         with pytest.raises(
             TargetError,
             match=r"session 0: setup 1 \(harness__fail\) answered an error: this tool fails",
         ):
-            await run_load(target, LoadPlan(mix=failing, calls=1), describe="failing setup")
+            await run_load(target, failing_plan, describe="failing setup")
     assert (result.calls, result.errors) == (9, {}), "harness__same fails unless filled right"
 
 
@@ -192,15 +200,21 @@ async def test_an_open_loop_the_server_cannot_keep_up_with_reports_late_and_drop
         # One caller, each call 50 ms, 100 due per second: call k (k >= 1) cannot start
         # before k * 50 ms, 40k ms after it was due. Latency counts from the due time.
         counted = await run_load(
-            target, LoadPlan(mix=nap, callers=1, calls=10, rate=100), describe="open, calls"
+            target,
+            LoadPlan(mix=nap, callers=1, calls=10, rate=100, handles=HANDLES),
+            describe="open, calls",
         )
         # 30 calls are due in 0.3 s; the one caller starts about 6 of them.
         timed = await run_load(
-            target, LoadPlan(mix=nap, callers=1, duration=0.3, rate=100), describe="open, 0.3 s"
+            target,
+            LoadPlan(mix=nap, callers=1, duration=0.3, rate=100, handles=HANDLES),
+            describe="open, 0.3 s",
         )
         # The same server in a closed loop: nothing is due, so nothing is late.
         closed = await run_load(
-            target, LoadPlan(mix=_echo(), callers=2, duration=0.3, warmup=0.1), describe="closed"
+            target,
+            LoadPlan(mix=_echo(), callers=2, duration=0.3, warmup=0.1, handles=HANDLES),
+            describe="closed",
         )
     assert counted.calls == 10
     assert counted.late == 9
@@ -247,10 +261,11 @@ def test_bench_over_http_prints_the_table_and_writes_the_json(tmp_path: Path) ->
         '[[call]]\ntool = "harness__echo"\narguments = { text = "{session}/{n}" }\nweight = 3\n'
         '[[call]]\ntool = "harness__fail"\nweight = 1\n'
     )
-    # With a token the server refuses a request without it: every call carries it.
+    # With a token the server refuses a request without it: every call carries it, and the
+    # handle its session minted (bound to the token's tenant).
     done = _bench(
         *("--module", MODULE, "--http", "--mix", str(mix), "--sessions", "2", "--callers", "2"),
-        *("--calls", "8", "--seed", "3", "--json", str(output), "--token", TOKEN),
+        *("--calls", "8", "--seed", "3", "--json", str(output), "--token", TOKEN, "--handles"),
     )
     assert done.returncode == 0, done.stderr
     figures = json.loads(output.read_text())
@@ -525,6 +540,8 @@ UNANSWERING = ROOT / "tests" / "leaky_servers" / "unanswering.py"
 ENDLESS = ("--tool", "add_note", "--calls", "1000000", "--timeout", "0.5")
 """A million calls of half a second each: before, a server that never answered held bench
 for days; now it stops after a few."""
+HANDSHAKE = ("--era", "2025")
+"""The raw servers answer ``initialize``, not 2026-07-28's ``server/discover``."""
 
 
 def _unanswering(mode: str) -> str:
@@ -544,7 +561,7 @@ def _unanswering(mode: str) -> str:
 def test_bench_against_a_server_that_stops_answering_fails_naming_it(mode: str, why: str) -> None:
     """tools/list never answered, calls never answered (or answered with what is not JSON),
     or a server that exits at its first call: exit 1 with what happened, after a few calls."""
-    done = _bench("--command", _unanswering(mode), *ENDLESS)
+    done = _bench("--command", _unanswering(mode), *HANDSHAKE, *ENDLESS)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"error: {why}" in done.stderr, done.stderr
     assert "answers MCP on its transport" in done.stderr  # what to check
@@ -557,10 +574,13 @@ def test_bench_against_a_server_that_stops_answering_fails_naming_it(mode: str, 
 
 
 @pytest.mark.timeout(240)
-def test_bench_against_a_server_that_never_answers_initialize_fails_naming_it() -> None:
-    done = _bench("--command", _unanswering("mute"), "--open-timeout", "1", *ENDLESS)
+@pytest.mark.parametrize(("era", "opening"), [("2026", "server/discover"), ("2025", "initialize")])
+def test_bench_against_a_server_that_never_answers_its_opening_fails_naming_it(
+    era: str, opening: str
+) -> None:
+    done = _bench("--command", _unanswering("mute"), "--era", era, "--open-timeout", "1", *ENDLESS)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "did not open an MCP session (NoAnswer: no answer to initialize within 1 s" in (
+    assert f"did not open an MCP session (NoAnswer: no answer to {opening} within 1 s" in (
         done.stderr
     )
 
@@ -568,7 +588,7 @@ def test_bench_against_a_server_that_never_answers_initialize_fails_naming_it() 
 @pytest.mark.usefixtures("no_process_left")
 async def test_a_load_run_whose_server_stops_answering_raises_no_answer() -> None:
     """`run_load` itself: `NoAnswer`, a `TargetError`, naming the silence and its calls."""
-    target = StdioTarget((sys.executable, str(UNANSWERING), "deaf"))
+    target = StdioTarget((sys.executable, str(UNANSWERING), "deaf"), era="2025")
     plan = LoadPlan(mix=_mix(MixCall("add_note")), calls=1_000_000, timeout=0.5)
     with pytest.raises(NoAnswer, match="answered no call for") as raised:
         await run_load(target, plan, describe="deaf")

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import pytest
 import trio
 
+from protocol import HANDLE_ARGUMENT, HANDLE_REQUIRED, HANDLE_TOOL
+
 from ._mcp_helpers import http_server
 from ._npm import INSTALL_TIMEOUT, npm_installed, pinned_node
 
@@ -128,11 +130,12 @@ async def ask(
 
 
 @asynccontextmanager
-async def served(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
-    """``serve --http 127.0.0.1:0`` of the default modules and the notes: its URL."""
+async def served(monkeypatch: pytest.MonkeyPatch, *, handles: bool = False) -> AsyncIterator[str]:
+    """``serve --http 127.0.0.1:0`` of the default modules and the notes: its URL. Without
+    conversation handles unless `handles` (the tests of host-named sessions)."""
     path = os.environ.get("PYTHONPATH")
     monkeypatch.setenv("PYTHONPATH", str(ROOT) if path is None else f"{ROOT}{os.pathsep}{path}")
-    async with http_server(*SERVED) as server:
+    async with http_server(*SERVED, "--handles" if handles else "--no-handles") as server:
         yield server.url
 
 
@@ -213,12 +216,14 @@ async def test_each_invocation_naming_no_session_has_a_session_of_its_own(
     assert read.result["contents"][0]["text"] == "1. three\n2. four"
 
 
+@pytest.mark.parametrize(("handles", "told"), [(True, HANDLE_REQUIRED), (False, NO_SESSION)])
 async def test_a_2026_era_call_must_name_its_session(
-    inspector: Inspector, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    inspector: Inspector, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, handles: bool, told: str
 ) -> None:
     """--protocol-era modern without --metadata: no Mcp-Session-Id to fall back on, so the
-    call is an error result saying how to name one, and a read is refused the same way."""
-    async with served(monkeypatch) as url:
+    call is an error result saying how to name one (with handles: how to start a
+    conversation), and a read is refused the same way."""
+    async with served(monkeypatch, handles=handles) as url:
         called = await ask(
             inspector, url, tmp_path, "modern", "tools/call",
             "--tool-name", "notes__add_note", "--tool-arg", "text=lost",
@@ -228,9 +233,38 @@ async def test_a_2026_era_call_must_name_its_session(
         )
     assert called.code == TOOL_IS_ERROR
     assert called.result["isError"] is True
-    assert text_of(called) == NO_SESSION
+    assert text_of(called) == told
     assert read.code != 0
-    assert read.err["error"]["message"] == NO_SESSION
+    assert read.err["error"]["message"] == told
+
+
+@ERAS
+async def test_invocations_passing_one_handle_keep_one_conversation(
+    inspector: Inspector, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, era: Era
+) -> None:
+    """Every run of the Inspector is a client of its own (a connection per call): with the
+    handle of one conversation__start in its arguments and its URI, each sees the runs
+    before it, and a run with another handle sees none of it."""
+    async with served(monkeypatch, handles=True) as url:
+
+        async def run(method: str, *arguments: str) -> Answer:
+            return await ask(inspector, url, tmp_path, era, method, *arguments)
+
+        async def start() -> str:
+            started = await run("tools/call", "--tool-name", HANDLE_TOOL)
+            handle: str = started.result["structuredContent"][HANDLE_ARGUMENT]
+            return handle
+
+        mine, theirs = await start(), await start()
+        for text in ("buy milk", "call Ada"):
+            await run(
+                "tools/call", "--tool-name", "notes__add_note", "--tool-arg", f"text={text}",
+                "--tool-arg", f"{HANDLE_ARGUMENT}={mine}",
+            )  # fmt: skip
+        read = await run("resources/read", "--uri", f"notes://all?{HANDLE_ARGUMENT}={mine}")
+        other = await run("resources/read", "--uri", f"notes://all?{HANDLE_ARGUMENT}={theirs}")
+    assert read.result["contents"][0]["text"] == "1. buy milk\n2. call Ada"
+    assert other.result["contents"][0]["text"] == ""
 
 
 @ERAS

@@ -363,7 +363,8 @@ async def serving(transport: Transport, *, tenant: str | None = None) -> AsyncIt
         yield Served("stdio")
         return
     extra = () if tenant is None else ("--token", f"{TOKEN}={tenant}")
-    async with http_server(*SERVED, *extra) as server:
+    # Sessions as hosts name them, in both eras: conversation handles are tests/test_handles.py's.
+    async with http_server(*SERVED, "--no-handles", *extra) as server:
         yield Served("http", server.url, tenant)
 
 

@@ -26,6 +26,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from protocol import HANDLE_REQUIRED
+
 from ._mcp_helpers import (
     SERVE,
     Era,
@@ -166,16 +168,19 @@ class TestTheSdkClientInBothEras:
         assert wire.answers[-1] == ("DELETE", 200)
         assert after == 404
 
+    @pytest.mark.parametrize(
+        ("handles", "nameless_told"), [("--handles", HANDLE_REQUIRED), ("--no-handles", NO_SESSION)]
+    )
     async def test_a_2026_era_client_names_its_session_and_each_session_is_its_own(
-        self,
+        self, handles: str, nameless_told: str
     ) -> None:
         """server/discover (no Mcp-Session-Id); tools/list; a call naming no session is an
-        error result that changes nothing; calls naming one are served in it alone, refusals
-        and unknown tools as in the handshake era; ping is not a 2026 method; nothing to
-        DELETE."""
+        error result that changes nothing (with handles on, the default, it is told to start
+        a conversation); calls naming one are served in it alone, refusals and unknown tools
+        as in the handshake era; ping is not a 2026 method; nothing to DELETE."""
         wire = Wire()
         alice, bob = {"sessionId": "alice/1"}, {"sessionId": "bob/1"}
-        async with http_server("--state", "memory") as server:
+        async with http_server("--state", "memory", handles) as server:
             async with sdk_client(server.url, "modern", wire) as client:
                 version = client.protocol_version
                 with pytest.raises(MCPError) as pinged:
@@ -194,7 +199,7 @@ class TestTheSdkClientInBothEras:
         assert pinged.value.code == types.METHOD_NOT_FOUND
         assert "planning__list_goals" in listed
         assert nameless.is_error
-        assert texts(nameless) == NO_SESSION
+        assert texts(nameless) == nameless_told
         assert texts(created) == "Created goal g1: Learn Rust"
         assert texts(bobs) == "No goals yet."
         assert texts(alices) == "Goals (1):\n- g1: Learn Rust"

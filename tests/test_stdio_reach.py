@@ -160,7 +160,8 @@ class TestTheDesktopNeverOpensTenantsState:
         the default state, at once. The stdio side names ``acme/default`` in its host's
         ``_meta`` and, with ``--allow-session-naming``, in its arguments: it sees none of
         acme's goals, and what it writes there never shows up for acme's token."""
-        async with http_server("--token", f"{ACME_TOKEN}=acme") as server:
+        # Without handles, so that acme's 2026-era calls land in its bucket, acme/default.
+        async with http_server("--token", f"{ACME_TOKEN}=acme", "--no-handles") as server:
             async with server.session(ACME_TOKEN, era="modern") as acme:
                 created = await acme.call_tool("planning__create_goal", {"goal": ACME_PLAN})
                 assert not created.is_error, texts(created)

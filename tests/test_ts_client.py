@@ -67,10 +67,12 @@ def notes_stdio() -> Stdio:
 
 @asynccontextmanager
 async def notes_http(monkeypatch: pytest.MonkeyPatch, *args: str) -> AsyncIterator[Http]:
-    """``serve --http 127.0.0.1:0`` of the notes example (with `args`) while the block runs."""
+    """``serve --http 127.0.0.1:0`` of the notes example (with `args`) while the block runs:
+    without conversation handles, so that both transports list the same (the TypeScript
+    client names its sessions; handles are tests/test_handles.py's)."""
     path = os.environ.get("PYTHONPATH")
     monkeypatch.setenv("PYTHONPATH", str(ROOT) if path is None else f"{ROOT}{os.pathsep}{path}")
-    async with http_server(*NOTES, *args) as server:
+    async with http_server(*NOTES, "--no-handles", *args) as server:
         yield Http(server.url)
 
 

@@ -1,12 +1,15 @@
 """The harness for any MCP server: ``mcp-actors bench``, the isolation check, and their parts.
 
 Needs the ``harness`` extra (the MCP SDK, rich, hdrhistogram, Hypothesis);
-``import actors`` never imports it. A `Target` hands out initialized SDK client
+``import actors`` never imports it. A `Target` hands out opened SDK client
 sessions of a server (`StdioTarget`: a command per session; `HttpTarget`: a
 Streamable HTTP URL; `serve_module_http`: this project serving modules over
-HTTP; `serve_module_in_process`: in this process); a `Mix` says which tools to
-call with which arguments; `run_load` puts a `LoadPlan`'s load on a target and
-returns a `LoadResult`, which `print_report` shows and `write_json` saves.
+HTTP; `serve_module_in_process`: in this process), each speaking its `Era`:
+``"2026"`` (2026-07-28, no protocol session; `DEFAULT_ERA`, as the SDK's client)
+or ``"2025"`` (the initialize handshake); a `Mix` says which tools to call with
+which arguments; `run_load` puts a `LoadPlan`'s load on a target and returns a
+`LoadResult`, which `print_report` shows and `write_json` saves. `Handles` drives
+a server of the handle pattern: each session mints a handle that its calls carry.
 
 `check_isolation` drives a server's sessions (a `Target`'s ``session``, or any
 factory of SDK client sessions) to write watermarks only they could know, and
@@ -19,6 +22,11 @@ from ._cpu import MachineLoad as MachineLoad
 from ._cpu import client_cpu_seconds as client_cpu_seconds
 from ._cpu import process_cpu_seconds as process_cpu_seconds
 from ._cpu import tree_cpu_seconds as tree_cpu_seconds
+from ._eras import DEFAULT_ERA as DEFAULT_ERA
+from ._eras import ERAS as ERAS
+from ._eras import Era as Era
+from ._handles import HandleError as HandleError
+from ._handles import Handles as Handles
 from ._isolation import Budget as Budget
 from ._isolation import IsolationCheckError as IsolationCheckError
 from ._isolation import IsolationReport as IsolationReport

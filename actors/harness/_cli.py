@@ -17,6 +17,8 @@ import trio
 
 from .._argparse import Parser
 from ..server._cli import _positive_int, _positive_seconds, _seconds_or_zero
+from ._eras import DEFAULT_ERA, ERAS, era_hint, version_of
+from ._handles import DEFAULT_ARGUMENT, DEFAULT_KEY, DEFAULT_TOOL, Handles
 from ._load import SILENCE_TIMEOUTS, LoadPlan, first_of_ours, run_load
 from ._mix import MixError, load_mix, one_tool_mix
 from ._report import print_report, write_json
@@ -60,6 +62,15 @@ targets:
   --url URL         any Streamable HTTP endpoint (--token sends a bearer token;
                     --server-pid names its local process to read its CPU time)
 
+protocol:
+  --era 2026        (the default, as the SDK's Client) 2026-07-28: no protocol
+                    session, each request stands alone
+  --era 2025        the initialize handshake (over HTTP, an Mcp-Session-Id)
+  --handles         each session first calls conversation__start and passes the
+                    handle it returns as 'conversation' in every later call
+                    (--handle-tool, --handle-key, --handle-argument for other
+                    names; with --module, the server is started with --handles)
+
 a mix file (TOML):
   [[call]]
   tool = "planning__create_goal"
@@ -72,6 +83,8 @@ examples:
   mcp-actors bench --url http://127.0.0.1:8765/mcp --mix mix.toml \\
       --sessions 50 --callers 50 --duration 30
   mcp-actors bench --command "python server.py" --mix mix.toml --rate 200 --duration 20
+  mcp-actors bench --module planning --http --handles --tool planning__list_goals \\
+      --sessions 10 --calls 2000
 
 exit status: 0 measured; 1 the server failed: it did not start, did not open a
 session within --open-timeout, left tools/list or a setup call unanswered for
@@ -142,6 +155,40 @@ def _add_target_options(cli: argparse.ArgumentParser) -> None:
         help="a session not open in this long (the server started and its answer to "
         f"initialize received) stops the run: no answer (default {OPEN_TIMEOUT:g})",
     )
+
+
+def _add_protocol_options(cli: argparse.ArgumentParser) -> None:
+    group = cli.add_argument_group("protocol")
+    group.add_argument(
+        "--era",
+        choices=ERAS,
+        default=DEFAULT_ERA,
+        help=f"the protocol era every session speaks: 2026 ({version_of('2026')}, no protocol "
+        "session: what the SDK's Client and most frameworks speak by default) or 2025 (the "
+        f"initialize handshake, {version_of('2025')}) (default {DEFAULT_ERA})",
+    )
+    group.add_argument(
+        "--handles",
+        action="store_true",
+        help=f"the handle pattern: each session first calls {DEFAULT_TOOL} and every later "
+        "call carries the handle it minted (with --module, the server is started with "
+        "--handles); the three options below imply it",
+    )
+    for option, default, what in (
+        ("--handle-tool", DEFAULT_TOOL, "the tool that mints a handle (called with no arguments)"),
+        ("--handle-key", DEFAULT_KEY, "the member of its structuredContent holding the handle"),
+        ("--handle-argument", DEFAULT_ARGUMENT, "the argument later calls carry it in"),
+    ):
+        group.add_argument(option, metavar="NAME", help=f"{what} (default {default})")
+
+
+def handles_of(args: argparse.Namespace) -> Handles | None:
+    """The handle pattern the options name, or None when they name none."""
+    names = {"tool": args.handle_tool, "key": args.handle_key, "argument": args.handle_argument}
+    given = {field: name for field, name in names.items() if name is not None}
+    if not args.handles and not given:
+        return None
+    return Handles(**given)
 
 
 def _add_mix_options(cli: argparse.ArgumentParser) -> None:
@@ -215,6 +262,7 @@ def targeting_parser(prog: str, description: str, epilog: str) -> argparse.Argum
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_target_options(cli)
+    _add_protocol_options(cli)
     return cli
 
 
@@ -244,6 +292,10 @@ def _check_target(cli: argparse.ArgumentParser, args: argparse.Namespace) -> Non
                 cli.error("--command is empty: name the program that serves MCP on stdio")
         except ValueError as exc:
             cli.error(f"--command: {exc}")
+    try:
+        handles_of(args)
+    except ValueError as exc:
+        cli.error(str(exc))
     if args.module is not None:
         from ..server._options import ConfigurationError, ServeOptions
 
@@ -280,16 +332,18 @@ def _plan(cli: argparse.ArgumentParser, args: argparse.Namespace) -> LoadPlan:
             timeout=args.timeout,
             seed=args.seed,
             check_tools=not args.allow_unlisted_tools,
+            handles=handles_of(args),
         )
     except ValueError as exc:
         cli.error(str(exc))
 
 
 def _describe(args: argparse.Namespace) -> str:
+    era = f"{version_of(args.era)} era" + (", handles" if handles_of(args) is not None else "")
     if args.url is not None:
-        return str(args.url)
+        return f"{args.url} ({era})"
     if args.command is not None:
-        return f"{args.command} (stdio, a process per session)"
+        return f"{args.command} (stdio, a process per session, {era})"
     how = (
         "Streamable HTTP"
         if args.http
@@ -297,7 +351,7 @@ def _describe(args: argparse.Namespace) -> str:
         if args.in_process
         else "stdio, a process per session"
     )
-    return f"actors serve {' '.join(args.module)} ({how})"
+    return f"actors serve {' '.join(args.module)} ({how}, {era})"
 
 
 async def run_until_signalled(
@@ -333,19 +387,25 @@ async def run_until_signalled(
 @asynccontextmanager
 async def _target(args: argparse.Namespace) -> AsyncIterator[Target]:
     """The target the options name, its server running meanwhile if bench starts one."""
-    opening = args.open_timeout
+    opening, era = args.open_timeout, args.era
+    # A module served here mints handles when the calls are to carry them.
+    serving = ["--handles"] if handles_of(args) is not None else []
     if args.url is not None:
-        yield HttpTarget(args.url, args.token, args.server_pid, opening)
+        yield HttpTarget(args.url, args.token, args.server_pid, opening, era)
     elif args.command is not None:
-        yield StdioTarget(tuple(shlex.split(args.command)), opening)
+        yield StdioTarget(tuple(shlex.split(args.command)), opening, era)
     elif args.http:
-        async with serve_module_http(args.module, args.state, args.token, opening) as served:
+        async with serve_module_http(
+            args.module, args.state, args.token, opening, era=era, serve_options=serving
+        ) as served:
             yield served
     elif args.in_process:
-        async with serve_module_in_process(args.module, args.state) as in_process:
+        async with serve_module_in_process(
+            args.module, args.state, era=era, handles=bool(serving)
+        ) as in_process:
             yield in_process
     else:
-        yield StdioTarget(tuple(serve_command(args.module, args.state)), opening)
+        yield StdioTarget(tuple(serve_command(args.module, args.state, *serving)), opening, era)
 
 
 async def _measure(args: argparse.Namespace, plan: LoadPlan, prog: str) -> LoadResult:
@@ -377,6 +437,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors bench") -> i
         print(f"{prog}: interrupted: nothing measured", file=sys.stderr)
         return 130
     print_report(result)
+    if result.calls and result.failed == result.calls and handles_of(args) is None:
+        hint = era_hint(args.era)
+        if hint:
+            print(f"{prog}: every call failed{hint}", file=sys.stderr)
     if args.json is not None:
         try:
             write_json(result, args.json)

@@ -9,6 +9,10 @@ is a lost write. Hypothesis's stateful testing picks the sequences (open, write,
 a concurrent batch, close) and shrinks the first failing one to the shortest sequence
 that still fails; `_isolation_machine` holds the machine, imported when a check runs,
 so that this module needs Hypothesis only then.
+
+Against a server of the handle pattern (`Handles`), each session's opening mints a
+handle, and every later call of the session carries it: the handle is then all that
+tells the sessions apart.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from mcp import ClientSession
+
+    from ._handles import Handles
 
     SessionFactory = Callable[[], AbstractAsyncContextManager[ClientSession]]
 
@@ -157,9 +163,10 @@ class ToolCall:
         assert isinstance(filled, dict)  # a mapping stays a mapping
         return filled
 
-    def show(self, values: Mapping[str, str]) -> str:
-        """The call as one line, ``NAME {JSON}``, placeholders replaced."""
-        return f"{self.name} {json.dumps(self.fill(values), ensure_ascii=False)}"
+    def show(self, values: Mapping[str, str], added: Mapping[str, str] | None = None) -> str:
+        """The call as one line, ``NAME {JSON}``, placeholders replaced, `added` added."""
+        shown = {**self.fill(values), **(added or {})}
+        return f"{self.name} {json.dumps(shown, ensure_ascii=False)}"
 
 
 @final
@@ -287,7 +294,9 @@ class IsolationReport:
         return lines
 
 
-def check_templates(write: ToolCall, read: ToolCall, setup: ToolCall | None) -> None:
+def check_templates(
+    write: ToolCall, read: ToolCall, setup: ToolCall | None, handles: Handles | None = None
+) -> None:
     """Raise ValueError, naming the problem, for templates `check_isolation` cannot run."""
     if not write.uses(MARK):
         msg = f"the write call {write.name} must put {MARK} in one of its arguments"
@@ -303,6 +312,10 @@ def check_templates(write: ToolCall, read: ToolCall, setup: ToolCall | None) -> 
     if setup is not None and setup.uses(SETUP):
         msg = f"the setup call {setup.name} cannot use its own result {SETUP}"
         raise ValueError(msg)
+    if handles is not None:
+        named = (("write", write), ("read", read), ("setup", setup))
+        calls = [(f"the {role} call {c.name}", c.arguments) for role, c in named if c is not None]
+        handles.check_unset(calls)
 
 
 async def check_isolation(
@@ -311,6 +324,7 @@ async def check_isolation(
     write: ToolCall,
     read: ToolCall,
     setup: ToolCall | None = None,
+    handles: Handles | None = None,
     budget: Budget | None = None,
     all_writes_visible: bool = True,
     timeouts: Timeouts | None = None,
@@ -320,8 +334,10 @@ async def check_isolation(
     `factory` opens one initialized official-SDK `ClientSession` per call, entered and
     left in one task of this trio run: a new connection per session (each its own MCP
     session), or the same connection for all, when the server keys state by an argument
-    (`SESSION` or `SETUP` in the templates). `write` must hold `MARK`; `setup`, if given,
-    runs once when a session opens, and the text it returns (stripped) fills `SETUP`.
+    (`SESSION` or `SETUP` in the templates, or `handles`). `write` must hold `MARK`;
+    with `handles`, a session's opening first calls their tool, and every later call of
+    the session carries the handle it minted; `setup`, if given, runs once when a session
+    opens, and the text it returns (stripped) fills `SETUP`.
     With `all_writes_visible` (the default), a read must show every watermark its session
     wrote and had acknowledged before the read was sent; turn it off for a server that
     shows only recent history. Every call must succeed: an error result or a JSON-RPC
@@ -329,13 +345,13 @@ async def check_isolation(
     a call unanswered within `timeouts` (`Timeouts()` by default), a connection that
     closed, or an answer that is not MCP raises `NoVerdict` at once; neither is shrunk.
     """
-    check_templates(write, read, setup)
+    check_templates(write, read, setup, handles)
     try:
         from . import _isolation_machine
     except ImportError as exc:  # Hypothesis is the harness extra's, not the runtime's
         msg = f"the isolation check needs Hypothesis ({exc}): pip install 'mcp-actors[harness]'"
         raise IsolationCheckError(msg) from None
     plan = _isolation_machine.Plan(
-        write, read, setup, budget or Budget(), all_writes_visible, timeouts or Timeouts()
+        write, read, setup, budget or Budget(), all_writes_visible, timeouts or Timeouts(), handles
     )
     return await _isolation_machine.run(factory, plan)

@@ -1,13 +1,17 @@
 """``mcp-actors check-isolation``: the isolation check against any MCP server, from a shell.
 
-The target is named as for ``mcp-actors bench`` (`actors.harness._cli`). How the
-check's sessions map onto the server follows from the templates:
+The target, the era and the handles are named as for ``mcp-actors bench``
+(`actors.harness._cli`). How the check's sessions map onto the server follows from
+the templates:
 
 * when they name the session (``{session}``, or ``{setup}``: the server keys its
-  state by an argument), every session goes through **one** connection, so that
-  state the server shares between them (a global) shows as a leak;
+  state by an argument), or the sessions carry handles (``--handles``), every
+  session goes through **one** connection, so that state the server shares between
+  them (a global, or the connection's) shows as a leak;
 * otherwise each session is a connection of its own (a process over stdio, an
-  HTTP client), and the connection is what the server keys its state by.
+  HTTP client), and the connection is what the server keys its state by: in the
+  2026-07-28 era, where no request carries a protocol session, a server that keys
+  state by one loses every write.
 
 Exit status: 0 the check passed, 1 it found a leak or a lost write, 2 bad usage,
 3 it could not run (the server would not start, or a call answered an error), 4 no
@@ -28,7 +32,8 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from ..server._cli import _positive_int, _positive_seconds
-from ._cli import _check_target, _target, run_until_signalled, targeting_parser
+from ._cli import _check_target, _target, handles_of, run_until_signalled, targeting_parser
+from ._eras import era_hint
 from ._isolation import (
     SESSION,
     SETUP,
@@ -48,6 +53,7 @@ if TYPE_CHECKING:
 
     from mcp import ClientSession
 
+    from ._handles import Handles
     from ._isolation import IsolationReport, SessionFactory
     from ._targets import Target
 
@@ -67,9 +73,15 @@ tool calls are 'NAME' or 'NAME {JSON object}'; placeholders in its strings:
   {session}  a name the check makes up for each session
   {setup}    the text the session's --setup call answered
 
-sessions: when the templates name the session ({session} or {setup}), all go
-through one connection, so that state shared between them shows; otherwise each
-session is a connection (a process over stdio, an HTTP client) of its own.
+sessions: when the templates name the session ({session} or {setup}) or the
+sessions carry handles (--handles), all go through one connection, so that state
+shared between them shows; otherwise each session is a connection (a process
+over stdio, an HTTP client) of its own.
+
+eras: --era 2026 (the default, as the SDK's Client) opens each session with
+server/discover, and no request carries a protocol session: a server keeping
+state per transport session loses it. --era 2025 opens with the initialize
+handshake, whose Mcp-Session-Id carries a session over HTTP.
 
 examples:
   mcp-actors check-isolation --module planning \\
@@ -77,6 +89,8 @@ examples:
   mcp-actors check-isolation --command "python notes.py" --setup create_session \\
       --write 'add_note {"session_id": "{setup}", "text": "{mark}"}' \\
       --read 'list_notes {"session_id": "{setup}"}'
+  mcp-actors check-isolation --url http://127.0.0.1:8000/mcp --handles \\
+      --write 'planning__create_goal {"goal": "{mark}"}' --read planning__list_goals
 
 timeouts: a call unanswered for --call-timeout, a session not open within
 --open-timeout, a connection closed mid-call or an answer that is not MCP stops
@@ -166,10 +180,13 @@ def parser(prog: str = "mcp-actors check-isolation") -> argparse.ArgumentParser:
     return cli
 
 
-def _one_connection(write: ToolCall, read: ToolCall, setup: ToolCall | None) -> bool:
-    """Whether the templates name the session, so that one connection serves them all."""
+def _one_connection(
+    write: ToolCall, read: ToolCall, setup: ToolCall | None, handles: Handles | None
+) -> bool:
+    """Whether the calls name the session (templates or handles), so that one connection
+    serves them all."""
     calls = [call for call in (write, read, setup) if call is not None]
-    return any(call.uses(SESSION) or call.uses(SETUP) for call in calls)
+    return handles is not None or any(call.uses(SESSION) or call.uses(SETUP) for call in calls)
 
 
 @asynccontextmanager
@@ -178,18 +195,20 @@ async def _shared(session: ClientSession) -> AsyncIterator[ClientSession]:
 
 
 async def _check(args: argparse.Namespace, budget: Budget, timeouts: Timeouts) -> IsolationReport:
+    handles = handles_of(args)
     check = functools.partial(
         check_isolation,
         write=args.write,
         read=args.read,
         setup=args.setup,
+        handles=handles,
         budget=budget,
         all_writes_visible=not args.recent_only,
         timeouts=timeouts,
     )
     async with _target(args) as target:
         try:
-            if not _one_connection(args.write, args.read, args.setup):
+            if not _one_connection(args.write, args.read, args.setup, handles):
                 return await check(target.session)
             return await unwrapped(_on_one_connection(target, check), (IsolationCheckError,))
         except NoVerdict as exc:  # what the transport saw may say why
@@ -212,7 +231,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors check-isolat
     args = cli.parse_args(sys.argv[1:] if argv is None else list(argv))
     _check_target(cli, args)
     try:
-        check_templates(args.write, args.read, args.setup)
+        check_templates(args.write, args.read, args.setup, handles_of(args))
         budget = Budget(args.examples, args.steps, args.sessions, args.batch, args.shrinks)
         timeouts = Timeouts(args.call_timeout, args.open_timeout, args.max_time)
     except ValueError as exc:
@@ -225,10 +244,16 @@ def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors check-isolat
         print(f"{prog}: no verdict: {exc}", file=sys.stderr)
         return _NO_VERDICT
     except (IsolationCheckError, TargetError) as exc:
-        print(f"{prog}: could not run the check: {exc}", file=sys.stderr)
+        # A call refused in 2026-07-28's era may be one that names no session.
+        refused = isinstance(exc, IsolationCheckError) and handles_of(args) is None
+        hint = era_hint(args.era) if refused else ""
+        print(f"{prog}: could not run the check: {exc}{hint}", file=sys.stderr)
         return _COULD_NOT_RUN
     if report is None:
         print(f"{prog}: interrupted: no verdict", file=sys.stderr)
         return _SIGNALLED
     print("\n".join(report.describe()))
+    hint = era_hint(args.era)
+    if report.lost_writes and not report.leaks and handles_of(args) is None and hint:
+        print(hint.lstrip("\n"), file=sys.stderr)
     return 0 if report.passed else _FAILED

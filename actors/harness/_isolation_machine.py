@@ -35,6 +35,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from ._handles import HandleError, Handles
 from ._isolation import (
     MARK,
     SESSION,
@@ -85,6 +86,7 @@ class Plan:
     budget: Budget
     all_writes_visible: bool
     timeouts: Timeouts
+    handles: Handles | None = None
 
 
 class _Failure(AssertionError):
@@ -171,6 +173,14 @@ class _Session:
     acknowledged: list[tuple[str, int, str]] = attrs.field(factory=list)
     """(watermark, the tick of its acknowledgement, the write's line)."""
     open: bool = True
+    handle: str | None = None
+    """The handle its opening minted (`Plan.handles`), which every later call carries."""
+    carried: dict[str, str] = attrs.field(factory=dict)
+    """Arguments every call after the opening adds to its own: the handle's."""
+
+    def shown_carried(self) -> dict[str, str]:
+        """`carried` as a report shows it: the handle's start alone (`Handles.shown`)."""
+        return {name: Handles.shown(value) for name, value in self.carried.items()}
 
 
 @attrs.define(eq=False)
@@ -235,15 +245,22 @@ class _Host:
             return opened
         raise unanswered
 
-    async def answer(self, client: ClientSession, call: ToolCall, values: dict[str, str]) -> Any:
-        """The result of one call of `call`; `_CallFailed` saying how it failed."""
+    async def answer(
+        self,
+        client: ClientSession,
+        call: ToolCall,
+        values: dict[str, str],
+        carried: dict[str, str] | None = None,
+    ) -> Any:
+        """The result of one call of `call` (`carried` added to its arguments); `_CallFailed`
+        saying how it failed."""
         from mcp import MCPError
         from mcp.types import CONNECTION_CLOSED
 
         scope, unanswered = self.waiting(self.timeouts.call)
         with scope:
             try:
-                result = await client.call_tool(call.name, call.fill(values))
+                result = await client.call_tool(call.name, {**call.fill(values), **(carried or {})})
             except MCPError as exc:
                 if exc.error.code == CONNECTION_CLOSED:
                     raise _CallFailed(BROKEN, "the connection closed") from None
@@ -318,13 +335,13 @@ class IsolationMachine(RuleBasedStateMachine):
         if kind == WRITE:
             values[MARK] = mark = f"wm-s{session.index}-{secrets.token_hex(6)}"
         call = self._call_of(kind)
-        line = f"session {session.index}: {call.show(values)}"
+        line = f"session {session.index}: {call.show(values, session.shown_carried())}"
         done = _Done(session, kind, line, self._tick() if sent is None else sent)
         if kind == WRITE:  # known before it is sent, so that a concurrent read can name it
             self.marks[mark] = (session.index, done.line)
         self.tally.calls += 1
         try:
-            result = await self.host.answer(session.client, call, values)
+            result = await self.host.answer(session.client, call, values, session.carried)
         except _CallFailed as failed:  # any failure of the call stops the check, named
             done.failure = failed
             return done
@@ -439,20 +456,54 @@ class IsolationMachine(RuleBasedStateMachine):
         client, leave, left = await self.host.open()
         session = _Session(index, {SESSION: f"iso-{self.nonce}-s{index}"}, client, leave, left)
         try:
+            await self._mint(session)
             await self._set_up(session)
         except BaseException:
             await _Host.close([session])  # never added to the sequence's sessions
             raise
         return session
 
+    async def _mint(self, session: _Session) -> None:
+        """Call the handles' tool, if any, keeping the handle for every later call."""
+        handles = self.plan.handles
+        if handles is None:
+            return
+        self.tally.calls += 1
+        result = await self.host.answer(session.client, ToolCall(handles.tool), {})
+        try:
+            session.handle = handles.handle_of(result)
+        except HandleError as exc:
+            raise _CallFailed(REFUSED, str(exc)) from None
+        session.carried = handles.carried(session.handle)
+
     async def _set_up(self, session: _Session) -> None:
-        """Run the setup call, if any, keeping the text it returned for `SETUP`."""
+        """Run the setup call, if any (with the handle), keeping its text for `SETUP`."""
         setup = self.plan.setup
         if setup is None:
             return
         self.tally.calls += 1
-        result = await self.host.answer(session.client, setup, session.values)
+        result = await self.host.answer(session.client, setup, session.values, session.carried)
         session.values[SETUP] = _text(result).strip()
+
+    def _opening(self, session: _Session) -> str:
+        """The line of a session's opening: its handle and its setup call's answer, if any."""
+        parts = []
+        if self.plan.handles is not None and session.handle is not None:
+            shared = [
+                f"session {other.index}'s too"
+                for other in self.sessions
+                if other.handle == session.handle and other is not session
+            ]
+            also = f" ({', '.join(shared)})" if shared else ""
+            parts.append(f"{self.plan.handles.tool} -> {Handles.shown(session.handle)}{also}")
+        setup = self.plan.setup
+        if setup is not None:
+            shown = setup.show(session.values, session.shown_carried())
+            parts.append(f"{shown} -> {session.values[SETUP]!r}")
+        line = f"open session {session.index}"
+        for number, part in enumerate(parts):
+            line += f"{': ' if number == 0 else ', then '}{part}"
+        return line
 
     # ---- the rules ----
     #
@@ -481,10 +532,7 @@ class IsolationMachine(RuleBasedStateMachine):
         self.tally.sessions += 1
         self.sessions.append(session)
         self.slots[slot] = session
-        setup = self.plan.setup
-        if setup is not None:
-            line += f": {setup.show(session.values)} -> {session.values[SETUP]!r}"
-        self.lines.append(line)
+        self.lines.append(self._opening(session))
         return session
 
     def _slot(self, data: st.DataObject) -> int:

@@ -21,6 +21,10 @@ digits); errors are counted by kind (`error_kind`). CPU time is read around
 the measured phase: the server's (`tree_cpu_seconds` of each local server
 process) and this process's own (`client_cpu_seconds`).
 
+Against a server of the handle pattern (`LoadPlan.handles`), each session first calls
+the tool that mints its handle, and every later call of the session (setup calls
+included) carries it.
+
 A server that stops answering ends the run with `NoAnswer` rather than holding it:
 listing the tools and each setup call wait at most the plan's timeout, and a phase in
 which no call is answered (a result, or an error the server sent) for `SILENCE_TIMEOUTS`
@@ -45,6 +49,7 @@ if TYPE_CHECKING:
 
     from mcp import ClientSession
 
+    from ._handles import Handles
     from ._mix import Mix, MixCall
 
 ResultT = TypeVar("ResultT")
@@ -113,9 +118,18 @@ class LoadPlan:
     """Seeds the mix's draws and ``{random}``; None: different every run."""
     check_tools: bool = True
     """Refuse a mix naming a tool the server's tools/list does not have."""
+    handles: Handles | None = None
+    """The handle pattern: each session mints a handle that all its calls carry; None: none."""
 
     def __attrs_post_init__(self) -> None:
         """Raise ValueError, naming the option, for a plan that cannot run."""
+        if self.handles is not None:
+            entries = [("setup", self.mix.setup), ("call", self.mix.calls)]
+            self.handles.check_unset(
+                (f"{self.mix.source}: {kind} {number} ({call.tool})", call.arguments)
+                for kind, calls in entries
+                for number, call in enumerate(calls, 1)
+            )
         if (self.duration is None) == (self.calls is None):
             msg = "give either a duration or a number of calls"
             raise ValueError(msg)
@@ -300,8 +314,8 @@ class _Phase:
     """The callers of one phase and what they share."""
 
     sessions: Sequence[ClientSession]
-    named: Sequence[Mapping[str, str]]
-    """Each session's placeholders from its setup calls."""
+    opened: Sequence[_Opened]
+    """What each session's setup left for its calls."""
     plan: LoadPlan
     quota: int | None
     """Calls to make; None: as many as fit in the phase's time."""
@@ -332,10 +346,11 @@ class _Phase:
         entry = self.plan.mix.pick(rng)
         values: dict[str, object] = {"session": session_number, "caller": caller, "n": n}
         values["random"] = rng.getrandbits(32)
-        values.update(self.named[session_number])
+        opened = self.opened[session_number]
+        values.update(opened.named)
         self.recorder.started(due)
         session = self.sessions[session_number]
-        kind, answered = await _call(session, entry, values, self.plan.timeout)
+        kind, answered = await _call(session, entry, values, opened.carried, self.plan.timeout)
         now = trio.current_time()
         self.recorder.answered(now - due, kind, now)
         self.heard(kind, answered, now)
@@ -349,16 +364,21 @@ class _Phase:
 
 
 async def _call(
-    session: ClientSession, entry: MixCall, values: Mapping[str, object], seconds: float
+    session: ClientSession,
+    entry: MixCall,
+    values: Mapping[str, object],
+    carried: Mapping[str, str],
+    seconds: float,
 ) -> tuple[str | None, bool]:
-    """One tool call: None if it succeeded, else its error kind (`TIMEOUT` after `seconds`);
-    and whether the server answered it (an error it sent counts, a closed connection not)."""
+    """One tool call, `carried` added to its arguments: None if it succeeded, else its error
+    kind (`TIMEOUT` after `seconds`); and whether the server answered it (an error it sent
+    counts, a closed connection not)."""
     from mcp import MCPError
 
     arguments, meta = entry.render(values)
     with trio.move_on_after(seconds):
         try:
-            result = await session.call_tool(entry.tool, arguments, meta=meta)  # type: ignore[arg-type]
+            result = await session.call_tool(entry.tool, {**arguments, **carried}, meta=meta)  # type: ignore[arg-type]
         except Exception as exc:  # a failure is a figure of the run (`CLOSED` ends it)
             kind = error_kind(exc)
             return kind, isinstance(exc, MCPError) and kind != CLOSED
@@ -412,12 +432,12 @@ async def _schedule(
 
 async def _run_phase(
     sessions: Sequence[ClientSession],
-    named: Sequence[Mapping[str, str]],
+    opened: Sequence[_Opened],
     plan: LoadPlan,
     seconds: float | None,
 ) -> _Recorder:
     """One phase: `seconds` long, or the plan's calls when None."""
-    phase = _Phase(sessions, named, plan, plan.calls if seconds is None else None)
+    phase = _Phase(sessions, opened, plan, plan.calls if seconds is None else None)
     start = trio.current_time()
     phase.silence.deadline = start + SILENCE_TIMEOUTS * plan.timeout
     until = math.inf if seconds is None else start + seconds
@@ -505,30 +525,87 @@ async def _listed_tools(session: ClientSession, seconds: float) -> set[str]:
             return names
 
 
-async def _set_up(session: ClientSession, number: int, plan: LoadPlan) -> dict[str, str]:
-    """Make the mix's setup calls on session `number`; the placeholders they name."""
+@final
+@attrs.frozen
+class _Opened:
+    """What a session's setup left for its calls: placeholders, and the handle's argument."""
+
+    named: dict[str, str]
+    """The placeholders its named setup calls fill."""
+    carried: dict[str, str]
+    """The arguments every later call adds to its own: the handle's, if any."""
+
+
+async def _setup_call(
+    session: ClientSession,
+    where: str,
+    tool: str,
+    arguments: Mapping[str, object],
+    meta: Mapping[str, object] | None,
+    seconds: float,
+) -> Any:
+    """One call of a session's setup, its successful result; `TargetError` (`NoAnswer` if it
+    went unanswered for `seconds`) naming it, `where`, otherwise."""
+    try:
+        with trio.move_on_after(seconds) as waiting:
+            result = await session.call_tool(tool, dict(arguments), meta=meta)  # type: ignore[arg-type]
+    except Exception as exc:  # any failure of a setup call stops the run
+        msg = f"{where} failed: {error_kind(exc)}: {exc}"
+        raise TargetError(msg) from exc
+    if waiting.cancelled_caught:
+        msg = f"{where}: no answer within {seconds:g} s; {_HINT}"
+        raise NoAnswer(msg)
+    if result.is_error:
+        msg = f"{where} answered an error: {_text(result)[:300]}"
+        raise TargetError(msg)
+    return result
+
+
+def _text(result: Any) -> str:
+    return "".join(getattr(item, "text", "") for item in result.content).strip()
+
+
+async def _set_up(session: ClientSession, number: int, plan: LoadPlan) -> _Opened:
+    """Mint session `number`'s handle (`LoadPlan.handles`), then make the mix's setup calls
+    on it; the placeholders they name, and the handle's argument."""
+    from ._handles import HandleError
+
+    carried: dict[str, str] = {}
+    handles = plan.handles
+    if handles is not None:
+        where = f"session {number}: minting its handle ({handles.tool})"
+        result = await _setup_call(session, where, handles.tool, {}, None, plan.timeout)
+        try:
+            carried = handles.carried(handles.handle_of(result))
+        except HandleError as exc:
+            msg = f"{where}: {exc}"
+            raise TargetError(msg) from None
     rng = _rng(plan, -1 - number)
     named: dict[str, str] = {}
     for index, entry in enumerate(plan.mix.setup, 1):
         values = {"session": number, "caller": 0, "n": 0, "random": rng.getrandbits(32), **named}
         arguments, meta = entry.render(values)
         where = f"session {number}: setup {index} ({entry.tool})"
-        try:
-            with trio.move_on_after(plan.timeout) as waiting:
-                result = await session.call_tool(entry.tool, arguments, meta=meta)  # type: ignore[arg-type]
-        except Exception as exc:  # any failure of a setup call stops the run
-            msg = f"{where} failed: {error_kind(exc)}: {exc}"
-            raise TargetError(msg) from exc
-        if waiting.cancelled_caught:
-            msg = f"{where}: no answer within {plan.timeout:g} s; {_HINT}"
-            raise NoAnswer(msg)
-        text = "".join(getattr(item, "text", "") for item in result.content).strip()
-        if result.is_error:
-            msg = f"{where} answered an error: {text[:300]}"
-            raise TargetError(msg)
+        result = await _setup_call(
+            session, where, entry.tool, {**arguments, **carried}, meta, plan.timeout
+        )
         if entry.name is not None:
-            named[entry.name] = text
-    return named
+            named[entry.name] = _text(result)
+    return _Opened(named, carried)
+
+
+def _check_handles_listed(handles: Handles | None, listed: set[str]) -> None:
+    """`MixError` when the server does not list the tool that mints handles."""
+    from ._mix import MixError
+
+    if handles is not None and handles.tool not in listed:
+        shown = ", ".join(sorted(listed)[:20]) or "none"
+        msg = (
+            f"the tool that mints handles, {handles.tool!r}, is not in the server's tools/list "
+            f"(it lists {shown}): serve it with handles on (actors serve --handles), or name "
+            "its tool (--handle-tool)"
+        )
+        raise MixError(msg)
 
 
 def _server_pids(target: Target) -> tuple[int, ...]:
@@ -607,19 +684,20 @@ async def _run_load(
             listed = await _listed_tools(session, plan.timeout)
         if plan.check_tools:
             plan.mix.check_tools(listed)
-        if plan.mix.setup:
+            _check_handles_listed(plan.handles, listed)
+        if plan.mix.setup or plan.handles is not None:
             progress(f"setting up {plan.sessions} session(s)")
-        named = [await _set_up(session, number, plan) for number, session in enumerate(sessions)]
+        opened = [await _set_up(session, number, plan) for number, session in enumerate(sessions)]
         if plan.warmup:
             progress(f"warming up for {plan.warmup:g} s (not counted)")
-            await _run_phase(sessions, named, plan, plan.warmup)
+            await _run_phase(sessions, opened, plan, plan.warmup)
         progress(
             f"measuring for {plan.duration:g} s" if plan.duration else f"making {plan.calls} calls"
         )
         pids = _server_pids(target)
         load_before = MachineLoad.now()
         server_before, client_before = trees_cpu_seconds(pids), client_cpu_seconds()
-        recorder = await _run_phase(sessions, named, plan, plan.duration)  # or its calls
+        recorder = await _run_phase(sessions, opened, plan, plan.duration)  # or its calls
         server_after, client_after = trees_cpu_seconds(pids), client_cpu_seconds()
         load_after = MachineLoad.now()
     server_cpu = None

@@ -111,6 +111,13 @@ def to_json(result: LoadResult) -> dict[str, object]:
             "calls": plan.calls,
             "warmup_seconds": plan.warmup,
             "timeout_seconds": plan.timeout,
+            "handles": None
+            if plan.handles is None
+            else {
+                "tool": plan.handles.tool,
+                "key": plan.handles.key,
+                "argument": plan.handles.argument,
+            },
             "mix": {
                 "source": plan.mix.source,
                 "setup": [{"tool": call.tool, "name": call.name} for call in plan.mix.setup],

@@ -1,7 +1,9 @@
-"""What a load run calls: any MCP server, as initialized official-SDK client sessions.
+"""What a load run calls: any MCP server, as opened official-SDK client sessions.
 
-A `Target` hands out `mcp.ClientSession` objects, each one MCP session,
-initialized and closed with its block:
+A `Target` hands out `mcp.ClientSession` objects, each one client of the server,
+opened in the target's protocol era (`actors.harness._eras`: 2026-07-28's
+``server/discover`` by default, or the ``initialize`` handshake) and closed with
+its block:
 
 * `StdioTarget` starts a command (``python server.py``) per session and
   speaks to it over stdin and stdout, as a desktop host does;
@@ -18,9 +20,9 @@ initialized and closed with its block:
 Every process started here is stopped when its block ends, also on an error or
 a cancellation: the SDK's stdio client closes stdin and then kills the process
 group; `serve_module_http` terminates its server, then kills it. No wait on a
-server is unbounded: a session's opening (``initialize``) takes at most the
-target's `open_timeout` (`NoAnswer` after it), and an HTTP session's closing
-(its DELETE) a few seconds.
+server is unbounded: a session's opening (``server/discover`` or ``initialize``)
+takes at most the target's `open_timeout` (`NoAnswer` after it), and an HTTP
+session's closing (its DELETE) a few seconds.
 """
 
 from __future__ import annotations
@@ -40,13 +42,18 @@ from typing import IO, TYPE_CHECKING, Final, Protocol, final, runtime_checkable
 import attrs
 import trio
 
+from ._eras import DEFAULT_ERA, OPENING, check_era, version_of
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
     from contextlib import AbstractAsyncContextManager
 
     from mcp import ClientSession
 
+    from protocol import HandleKeys
+
     from ..server import CallTarget
+    from ._eras import Era
 
 __all__ = [
     "HttpTarget",
@@ -67,7 +74,7 @@ _MARKER: Final = "MCP_ACTORS_BENCH_PROCESS"
 """An environment variable each stdio server gets, unique to it: how its pid is found."""
 OPEN_TIMEOUT: Final = 60.0
 """Seconds a session may take to open by default: a busy machine takes seconds to import
-a server over stdio, and its answer to ``initialize`` comes after that."""
+a server over stdio, and its answer to the session's opening comes after that."""
 _STARTUP_SECONDS: Final = 60.0  # for serve_module_http's server to listen
 _STOP_SECONDS: Final = 5.0
 _CLOSE_SECONDS: Final = 5.0  # an HTTP session's DELETE a server never answers
@@ -76,10 +83,10 @@ _GARBAGE_SHOWN: Final = 200  # characters of the first message that is not JSON-
 
 
 class Target(Protocol):
-    """An MCP server to call: initialized client sessions, and its process if local."""
+    """An MCP server to call: opened client sessions, and its process if local."""
 
     def session(self) -> AbstractAsyncContextManager[ClientSession]:
-        """A new MCP session, initialized; closed (and its process stopped) with the block."""
+        """A new client session, opened; closed (and its process stopped) with the block."""
         ...
 
     @property
@@ -209,23 +216,63 @@ def _child_marked(marker: str) -> int | None:
 
 
 @asynccontextmanager
-async def _initialized(
-    read: object, write: object, seconds: float, garbage: _Garbage
+async def _opened(
+    read: object, write: object, era: Era, seconds: float, garbage: _Garbage
 ) -> AsyncIterator[ClientSession]:
-    """An SDK ClientSession on a transport's streams, initialized within `seconds` (or
+    """An SDK ClientSession on a transport's streams, opened in `era` within `seconds` (or
     `NoAnswer`), what is not JSON-RPC noted in `garbage`."""
     from mcp import ClientSession
 
     async with ClientSession(read, write, message_handler=garbage.note) as session:  # type: ignore[arg-type]  # the SDK's streams
-        with trio.move_on_after(seconds) as waiting:  # a server that never answers
-            await session.initialize()
-        if waiting.cancelled_caught:
-            msg = (
-                f"no answer to initialize within {seconds:g} s: check that it serves MCP "
-                "on this transport, or give a slow start longer"
-            )
-            raise NoAnswer(msg)
+        await open_in_era(session, era, seconds)
         yield session
+
+
+async def open_in_era(session: ClientSession, era: Era, seconds: float) -> None:
+    """Open `session` in `era` (`actors.harness._eras`) within `seconds`: `NoAnswer` after
+    them, `TargetError` when the server does not speak `era`."""
+    with trio.move_on_after(seconds):
+        if era == "2025":
+            await session.initialize()
+        else:
+            await _discover(session)
+        return
+    msg = (
+        f"no answer to {OPENING[era]} within {seconds:g} s: check that it serves MCP "
+        "on this transport, or give a slow start longer"
+    )
+    raise NoAnswer(msg)
+
+
+async def _discover(session: ClientSession) -> None:
+    """``server/discover``, asked again while the SDK's own probe timeout cuts it short."""
+    import pydantic
+    from mcp import MCPError
+    from mcp.types import REQUEST_TIMEOUT
+
+    while True:
+        try:
+            await session.discover()
+        except MCPError as exc:
+            # The SDK waits 10 s for a probe, less than a stdio server may take to start;
+            # the caller's deadline bounds the probes.
+            if exc.code == REQUEST_TIMEOUT:
+                continue
+            why = f"server/discover answered the error {exc.code}: {exc}"
+            raise _not_2026(why) from None
+        except (pydantic.ValidationError, RuntimeError) as exc:
+            shown = " ".join(str(exc).split())[:_GARBAGE_SHOWN]
+            why = f"its answer to server/discover is not 2026-07-28's ({shown})"
+            raise _not_2026(why) from None
+        return
+
+
+def _not_2026(why: str) -> TargetError:
+    msg = (
+        f"the server does not speak the 2026-07-28 era: {why}; a server of the initialize "
+        "handshake alone is checked in the 2025 era (--era 2025)"
+    )
+    return TargetError(msg)
 
 
 def _innermost(exc: BaseException) -> BaseException:
@@ -256,7 +303,9 @@ class StdioTarget:
     """The program and its arguments."""
     open_timeout: float = attrs.field(default=OPEN_TIMEOUT, validator=_check_open_timeout)
     """Seconds a session may take to open: the process's start and its answer to
-    ``initialize``; `NoAnswer` after that."""
+    ``server/discover`` (or ``initialize``); `NoAnswer` after that."""
+    era: Era = attrs.field(default=DEFAULT_ERA, converter=check_era)
+    """The protocol era each session opens in (`actors.harness._eras`)."""
     _live: dict[str, int | None] = attrs.field(factory=dict, init=False, repr=False)
     """Each open session's marker -> its process id (None where it could not be found)."""
     _garbage: _Garbage = attrs.field(factory=_Garbage, init=False, repr=False)
@@ -267,7 +316,7 @@ class StdioTarget:
             raise ValueError(msg)
 
     def session(self) -> AbstractAsyncContextManager[ClientSession]:
-        """A new server process and an initialized session on it; stopped with the block."""
+        """A new server process and an opened session on it; stopped with the block."""
         return self._session()
 
     @property
@@ -302,7 +351,7 @@ class StdioTarget:
             try:
                 async with (
                     stdio_client(params, errlog=log) as (read, write),
-                    _initialized(read, write, self.open_timeout, self._garbage) as session,
+                    _opened(read, write, self.era, self.open_timeout, self._garbage) as session,
                 ):
                     self._live[marker] = _child_marked(marker)
                     opened = True
@@ -335,11 +384,16 @@ class HttpTarget:
     server_pid: int | None = None
     """The server's process when it is local and known (`serve_module_http`, ``--server-pid``)."""
     open_timeout: float = attrs.field(default=OPEN_TIMEOUT, validator=_check_open_timeout)
-    """Seconds a session may take to open (its answer to ``initialize``); `NoAnswer` after."""
+    """Seconds a session may take to open (its answer to ``server/discover`` or
+    ``initialize``); `NoAnswer` after."""
+    era: Era = attrs.field(default=DEFAULT_ERA, converter=check_era)
+    """The protocol era each session opens in (`actors.harness._eras`): in 2026-07-28's
+    there is no ``Mcp-Session-Id``, in the handshake's the server names one."""
     _garbage: _Garbage = attrs.field(factory=_Garbage, init=False, repr=False)
 
     def session(self) -> AbstractAsyncContextManager[ClientSession]:
-        """A new HTTP client and an initialized session (its HTTP session ended with the block)."""
+        """A new HTTP client and an opened session (a handshake's HTTP session ended with the
+        block)."""
         return self._session()
 
     @property
@@ -363,7 +417,7 @@ class HttpTarget:
                 async with (
                     httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
                     streamable_http_client(self.url, http_client=http) as (read, write),
-                    _initialized(read, write, self.open_timeout, self._garbage) as session,
+                    _opened(read, write, self.era, self.open_timeout, self._garbage) as session,
                 ):
                     opened = True
                     try:
@@ -397,19 +451,26 @@ def serve_command(modules: Sequence[str], state: str, *extra: str) -> list[str]:
 
 @asynccontextmanager
 async def serve_module_http(
-    modules: Sequence[str], state: str, token: str | None = None, open_timeout: float = OPEN_TIMEOUT
+    modules: Sequence[str],
+    state: str,
+    token: str | None = None,
+    open_timeout: float = OPEN_TIMEOUT,
+    *,
+    era: Era = DEFAULT_ERA,
+    serve_options: Sequence[str] = (),
 ) -> AsyncIterator[HttpTarget]:
     """``actors serve --http 127.0.0.1:0`` for `modules` meanwhile, as an `HttpTarget`
-    (sessions opening within `open_timeout`)."""
+    (sessions opening in `era` within `open_timeout`); `serve_options` are more of
+    ``serve``'s options (``--handles``…)."""
     extra = ["--http", "127.0.0.1:0"] + ([] if token is None else ["--token", token])
-    command = serve_command(modules, state, *extra)
+    command = serve_command(modules, state, *extra, *serve_options)
     with tempfile.TemporaryFile("w+") as log:
         process = await trio.lowlevel.open_process(
             command, stdin=subprocess.DEVNULL, stdout=log, stderr=log
         )
         try:
             url = await _listening(process, log)
-            yield HttpTarget(url, token, process.pid, open_timeout)
+            yield HttpTarget(url, token, process.pid, open_timeout, era)
         finally:
             with trio.CancelScope(shield=True):
                 await _stop(process)
@@ -451,9 +512,14 @@ class InProcessTarget:
 
     runtime: CallTarget
     """What serves the calls: `serve_module_in_process`'s runtime, or one of your own."""
+    era: Era = attrs.field(default=DEFAULT_ERA, converter=check_era)
+    """The protocol era each client speaks (`actors.harness._eras`)."""
+    handles: HandleKeys | None = attrs.field(default=None, repr=False)
+    """The keys conversation handles are minted with (``serve --handles``); None: off."""
 
     def session(self) -> AbstractAsyncContextManager[ClientSession]:
-        """A new client in memory, initialized, in a session of its own; closed with the block."""
+        """A new client in memory, opened in the era, in a session of its own; closed with
+        the block."""
         return self._session()
 
     @property
@@ -463,31 +529,44 @@ class InProcessTarget:
 
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[ClientSession]:
-        from ..testing import connect  # the server extra
+        from mcp import Client  # the server extra
 
-        async with connect(self.runtime) as client:
+        from ..server import McpAdapter, connection_session, stdio_caller
+
+        # As `serve` on stdio: a connection of its own session, reading the handles it mints;
+        # the SDK's in-memory client speaks the handshake ("legacy"), or 2026-07-28's requests
+        # each dispatched alone, that version adopted without a probe (no fallback).
+        sole = stdio_caller(connection_session(), handles=self.handles)
+        adapter = McpAdapter(self.runtime, identify=lambda _ctx: sole, handles=self.handles)
+        mode = "legacy" if self.era == "2025" else version_of(self.era)
+        async with Client(adapter.server, mode=mode) as client:
             yield client.session
 
 
 @asynccontextmanager
 async def serve_module_in_process(
-    modules: Sequence[str], state: str
+    modules: Sequence[str], state: str, *, era: Era = DEFAULT_ERA, handles: bool = False
 ) -> AsyncIterator[InProcessTarget]:
     """A runtime of `modules` (built-in names or ``package.module:attr``) on the store at
-    `state`, in this process meanwhile, as an `InProcessTarget`."""
+    `state`, in this process meanwhile, as an `InProcessTarget` whose clients speak `era`,
+    minting conversation handles with `handles` (as ``serve --handles``)."""
     from .._runtime import open_runtime
     from ..server import ConfigurationError, ServeOptions
+    from ..server._handles import serving_keys
     from ..server._options import build_modules
     from ..store import open_store
 
-    options = ServeOptions(modules=tuple(modules), state=state)
+    options = ServeOptions(modules=tuple(modules), state=state, handles=handles)
     try:
         served = build_modules(options)
     except (ConfigurationError, ValueError, ImportError) as exc:
         msg = f"the modules {', '.join(modules)} could not be served: {exc}"
         raise TargetError(msg) from exc
-    async with (
-        open_store(options.state_url, create=options.state_creation) as store,
-        open_runtime(served, options.runtime, store=store) as runtime,
-    ):
-        yield InProcessTarget(runtime)
+    async with open_store(options.state_url, create=options.state_creation) as store:
+        try:
+            keys, _ = serving_keys(options, store.url)  # beside a SQLite file, as serve's
+        except ConfigurationError as exc:
+            msg = f"the handle keys for {store.url} could not be made: {exc}"
+            raise TargetError(msg) from exc
+        async with open_runtime(served, options.runtime, store=store) as runtime:
+            yield InProcessTarget(runtime, era, keys)

@@ -13,6 +13,7 @@ trio.
 
 from __future__ import annotations
 
+import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final, final
 
@@ -20,6 +21,7 @@ import anyio
 from starlette.responses import PlainTextResponse
 
 from ._gate import RefusalLog
+from ._handles import PROCESS_KEY, serving_keys
 from ._http import http_adapter, http_app
 
 if TYPE_CHECKING:
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     from ._options import ServeOptions
 
 __all__ = ["McpEndpoint"]
+
+logger = logging.getLogger("actors.serve")
 
 _NOT_SERVING: Final = (
     "the MCP endpoint is not serving: run `async with endpoint.serving(runtime):` in the "
@@ -46,7 +50,9 @@ class McpEndpoint:
     host the application is served on (its port is not used; on a loopback host
     the SDK's Host check applies), and ``tokens``, ``allow_origins``,
     ``max_request_bytes``, ``max_sessions_per_token``, ``session_idle_timeout``
-    and ``max_stored_event_bytes`` apply unchanged. The endpoint answers at
+    and ``max_stored_event_bytes`` apply unchanged; so do conversation handles
+    (``handles``, on by default: give ``handle_key_file`` for handles that outlive the
+    process and that every replica of the application reads). The endpoint answers at
     ``/mcp`` below where it is mounted (``app.mount("/", endpoint)`` serves
     ``/mcp``), and 503 outside its `serving` block::
 
@@ -79,7 +85,10 @@ class McpEndpoint:
         if self._app is not None:
             msg = "this McpEndpoint is already serving"
             raise RuntimeError(msg)
-        adapter = http_adapter(runtime, self._options)
+        handles, keys_from = serving_keys(self._options)
+        if keys_from == PROCESS_KEY:
+            logger.warning("conversation handles: keys %s", keys_from)
+        adapter = http_adapter(runtime, self._options, handles=handles)
         refusals = RefusalLog()
         app = http_app(adapter, self._options, refusals)
         try:

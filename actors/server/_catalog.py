@@ -3,6 +3,8 @@
 The lists are built once, when the adapter is made: modules declare their
 resources and prompts when they are defined, so the lists are the same for
 every connection and every caller (what a resource *holds* is per key).
+Where conversation handles are on, every prompt takes the handle as an argument
+and every resource is listed as a template too, with ``{?conversation}``.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mcp import types
+
+from ._handles import with_handle_argument, with_handle_query
 
 if TYPE_CHECKING:
     from .._registry import Registry
@@ -33,39 +37,43 @@ def resource_list(registry: Registry) -> types.ListResourcesResult:
     )
 
 
-def template_list(registry: Registry) -> types.ListResourceTemplatesResult:
-    """Every resource template."""
+def template_list(
+    registry: Registry, *, handles: bool = False
+) -> types.ListResourceTemplatesResult:
+    """Every resource template; with `handles`, every resource, each read for a conversation."""
+    listed = [*registry.resources(), *registry.templates()] if handles else registry.templates()
     return types.ListResourceTemplatesResult(
         resource_templates=[
             types.ResourceTemplate(
-                uri_template=resource.template.text,
+                uri_template=(
+                    with_handle_query(resource.template.text) if handles else resource.template.text
+                ),
                 name=resource.name,
                 title=resource.title,
                 description=resource.description,
                 mime_type=resource.mime_type,
             )
-            for resource in registry.templates()
+            for resource in listed
         ]
     )
 
 
-def prompt_list(registry: Registry) -> types.ListPromptsResult:
-    """Every prompt, with its arguments."""
-    return types.ListPromptsResult(
-        prompts=[
+def prompt_list(registry: Registry, *, handles: bool = False) -> types.ListPromptsResult:
+    """Every prompt, with its arguments (and the handle, with `handles`)."""
+    prompts = []
+    for prompt in registry.prompts():
+        arguments = [
+            types.PromptArgument(
+                name=argument.name, description=argument.description, required=argument.required
+            )
+            for argument in prompt.arguments
+        ]
+        prompts.append(
             types.Prompt(
                 name=prompt.name,
                 title=prompt.title,
                 description=prompt.description,
-                arguments=[
-                    types.PromptArgument(
-                        name=argument.name,
-                        description=argument.description,
-                        required=argument.required,
-                    )
-                    for argument in prompt.arguments
-                ],
+                arguments=with_handle_argument(arguments) if handles else arguments,
             )
-            for prompt in registry.prompts()
-        ]
-    )
+        )
+    return types.ListPromptsResult(prompts=prompts)

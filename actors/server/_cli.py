@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 import attrs
 import trio
 
-from protocol import ContextPolicy
+from protocol import DEFAULT_LIFETIME, ContextPolicy
 
 from .._argparse import ENVIRONMENT_PREFIX, Parser, with_environment
 from ..store import StoreError
@@ -620,6 +620,31 @@ def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> No
         help="strict context policy: refuse a stdio call that names no session",
     )
     group.add_argument(
+        "--handles",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="conversation handles: list conversation__start, whose handle a model passes as "
+        "the 'conversation' argument of every stateful call, so that clients that name no "
+        "session (the 2026 protocol, a connection per call) keep one conversation's state "
+        "(default: on over HTTP, off over stdio, where each connection has a session)",
+    )
+    group.add_argument(
+        "--handle-key-file",
+        metavar="PATH",
+        type=Path,
+        help="the keys handles are signed with, one per line (at least 32 characters): the "
+        "first signs, all verify, so a key is rotated by putting a new one first; every "
+        "front or worker given the file reads every handle (default: a key kept beside a "
+        "SQLite state file, else one of this process)",
+    )
+    group.add_argument(
+        "--handle-lifetime",
+        metavar="DAYS",
+        type=_seconds_or_zero,
+        default=DEFAULT_LIFETIME / _DAY,
+        help="how long a handle is valid after it is minted (default %(default)g)",
+    )
+    group.add_argument(
         "--allow-end-session",
         action="store_true",
         help="list the session__end tool, with which a client ends its own session and "
@@ -774,6 +799,9 @@ def _options(args: argparse.Namespace) -> ServeOptions:
         session=args.session,
         allow_session_naming=args.allow_session_naming,
         allow_end_session=args.allow_end_session,
+        handles=args.handles,
+        handle_key_file=args.handle_key_file,
+        handle_lifetime=args.handle_lifetime * _DAY,
         insecure=args.insecure,
         lean_http=not args.sdk_http,
         unsafe_shared_exec=args.unsafe_shared_exec,

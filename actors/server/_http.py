@@ -60,7 +60,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from mcp.server.context import ServerRequestContext
-    from starlette.types import ASGIApp, Scope
+    from starlette.types import ASGIApp
+
+    from protocol import HandleKeys, HandleReader
 
     from .._observe import Observer
     from ..telemetry import PrometheusMetrics
@@ -73,7 +75,6 @@ __all__ = [
     "MCP_PATH",
     "BearerAuth",
     "authentication",
-    "caller_of",
     "http_adapter",
     "http_app",
     "http_bind",
@@ -175,7 +176,10 @@ def authentication(options: ServeOptions) -> BearerAuth | None:
 
 
 def identify_http_caller(
-    ctx: ServerRequestContext[Any, Any], *, token_required: bool = False
+    ctx: ServerRequestContext[Any, Any],
+    *,
+    token_required: bool = False,
+    handles: HandleReader | None = None,
 ) -> Caller:
     """Who sent an HTTP request: its token's label and tenant, and its HTTP session.
 
@@ -185,41 +189,51 @@ def identify_http_caller(
     """
     request = ctx.request
     scope = request.scope if isinstance(request, Request) else {}
-    return caller_of(scope, connection_of(ctx).session_id, token_required=token_required)
-
-
-def caller_of(scope: Scope, session: str | None, *, token_required: bool = False) -> Caller:
-    """The caller of the HTTP request `scope`, in `session`: as `identify_http_caller` tells."""
-    return token_caller(access_token_of(scope), session, token_required=token_required)
+    token = access_token_of(scope)
+    session = connection_of(ctx).session_id
+    return token_caller(token, session, token_required=token_required, handles=handles)
 
 
 def token_caller(
-    token: AccessToken | None, session: str | None, *, token_required: bool = False
+    token: AccessToken | None,
+    session: str | None,
+    *,
+    token_required: bool = False,
+    handles: HandleReader | None = None,
 ) -> Caller:
-    """The caller of a request the gate accepted with `token` (None: without one), in `session`."""
+    """The caller of a request the gate accepted with `token` (None: without one), in
+    `session`; its handles read by `handles` (None: handles are off)."""
     if token is not None:
-        tenant = (token.claims or {}).get(TENANT_CLAIM)
-        return Caller(token.client_id, tenant if isinstance(tenant, str) else None, session)
+        claimed = (token.claims or {}).get(TENANT_CLAIM)
+        tenant = claimed if isinstance(claimed, str) else None
+        return Caller(token.client_id, tenant, session, handles=handles)
     if token_required:
         # The gate answers such a request with 401 before it gets here; should one
         # ever get through anyway, it must not be served as a trusted caller.
         msg = "this server requires a bearer token"
         raise MCPError(types.INVALID_REQUEST, msg)
-    return Caller("anonymous", None, session)
+    return Caller("anonymous", None, session, handles=handles)
 
 
 def http_adapter(
-    runtime: CallTarget, options: ServeOptions, observer: Observer | None = None
+    runtime: CallTarget,
+    options: ServeOptions,
+    observer: Observer | None = None,
+    handles: HandleKeys | None = None,
 ) -> McpAdapter:
     """The adapter an HTTP endpoint serves `runtime` with: callers told apart by their
-    token and ``Mcp-Session-Id``, and each HTTP session's own session ended when it closes."""
-    identify = functools.partial(identify_http_caller, token_required=options.authenticates)
+    token and ``Mcp-Session-Id``, and each HTTP session's own session ended when it closes;
+    conversation handles minted and read with `handles` (None: off)."""
+    identify = functools.partial(
+        identify_http_caller, token_required=options.authenticates, handles=handles
+    )
     return McpAdapter(
         runtime,
         identify=identify,
         observer=observer,
         allow_end_session=options.allow_end_session,
         end_connection_sessions=True,
+        handles=handles,
     )
 
 
@@ -319,7 +333,9 @@ def _http_apps(
     scopes = SessionScopes(app, events)
     lean = in_sessions = None
     if options.lean_http:
-        caller = functools.partial(token_caller, token_required=options.authenticates)
+        caller = functools.partial(
+            token_caller, token_required=options.authenticates, handles=adapter.handles
+        )
         lean = LeanPath(adapter, functools.partial(caller, session=None), MCP_PATH)
         manager = adapter.server.session_manager
         in_sessions = SessionCalls(lean, adapter, caller, manager, events, scopes)

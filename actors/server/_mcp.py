@@ -76,6 +76,8 @@ from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from protocol import (
+    HANDLE_ARGUMENT,
+    HANDLE_TOOL,
     BackendType,
     Caller,
     CallResult,
@@ -87,6 +89,7 @@ from protocol import (
     ServiceInfo,
     ToolContext,
     parse_call,
+    redacted_uri,
 )
 
 from .._error_result import error_result
@@ -112,6 +115,7 @@ from ._channels import (
     send_logs,
     validation_problem,
 )
+from ._handles import START_SERVICE, START_TOOL, check_handle_names, started, with_handle
 from ._logs import EVENT_FIELD
 from ._parking import ParkedAsker, ParkedCall, ParkedCalls
 from ._sessions import SessionEnds
@@ -128,6 +132,8 @@ if TYPE_CHECKING:
 
     from mcp.server.connection import Connection
     from mcp.server.context import ServerRequestContext
+
+    from protocol import HandleKeys, HandleReader
 
     from .._client import Asker, LogMessage
     from .._module import Tool
@@ -162,7 +168,12 @@ def connection_session() -> str:
     return f"connection-{secrets.token_urlsafe(18)}"
 
 
-def stdio_caller(session: str | None, *, arguments_may_name_sessions: bool = False) -> Caller:
+def stdio_caller(
+    session: str | None,
+    *,
+    arguments_may_name_sessions: bool = False,
+    handles: HandleReader | None = None,
+) -> Caller:
     """The parent process on stdio: a trusted middleware, bound to no tenant, the only client.
 
     Its calls that name no session land in `session`: one made by
@@ -178,6 +189,7 @@ def stdio_caller(session: str | None, *, arguments_may_name_sessions: bool = Fal
         transport_session=session,
         sole_client=True,
         arguments_may_name_sessions=arguments_may_name_sessions,
+        handles=handles,
     )
 
 
@@ -251,7 +263,9 @@ _END_SESSION_TOOL: Final = types.Tool(
 )
 
 
-def _tool_list(registry: Registry, *, end_session: bool) -> types.ListToolsResult:
+def _tool_list(
+    registry: Registry, *, end_session: bool, handles: bool = False
+) -> types.ListToolsResult:
     if END_SESSION in {tool.full_name for tool in registry.tools()}:
         msg = f"a module's tool is named {END_SESSION!r}, which the MCP server keeps for itself"
         raise ValueError(msg)
@@ -260,13 +274,15 @@ def _tool_list(registry: Registry, *, end_session: bool) -> types.ListToolsResul
             name=tool.full_name,
             title=tool.title,
             description=tool.description or None,
-            input_schema=dict(tool.input_schema),
+            input_schema=with_handle(tool) if handles else dict(tool.input_schema),
             output_schema=None if tool.output_schema is None else dict(tool.output_schema),
             annotations=_annotations(tool),
         )
         for tool in registry.tools()
     ]
-    return types.ListToolsResult(tools=[*tools, _END_SESSION_TOOL] if end_session else tools)
+    # The start tool first: a model reads the list in order.
+    listed = [START_TOOL, *tools] if handles else tools
+    return types.ListToolsResult(tools=[*listed, _END_SESSION_TOOL] if end_session else listed)
 
 
 def _annotations(tool: Tool) -> types.ToolAnnotations | None:
@@ -376,23 +392,28 @@ class McpAdapter:
         observer: Observer | None = None,
         allow_end_session: bool = False,
         end_connection_sessions: bool = False,
+        handles: HandleKeys | None = None,
     ) -> None:
         self._runtime = runtime
+        self._handles = handles
         # Told of the calls refused here, before the runtime sees them (the runtime
         # reports the rest to its own observer: pass the same one to both).
         self._observer = observer
         if identify is None:
-            sole = stdio_caller(connection_session())
+            sole = stdio_caller(connection_session(), handles=handles)
             identify = lambda _ctx: sole  # noqa: E731 -- one caller for every request
         self._identify = identify
         self._policy = runtime.config.policy
         self._allow_end_session = allow_end_session
         self._end_connection_sessions = end_connection_sessions
         registry = runtime.registry
-        self._tools = _tool_list(registry, end_session=allow_end_session)
+        on = handles is not None
+        if on:
+            check_handle_names(registry)
+        self._tools = _tool_list(registry, end_session=allow_end_session, handles=on)
         self._resources = resource_list(registry)
-        self._templates = template_list(registry)
-        self._prompts = prompt_list(registry)
+        self._templates = template_list(registry, handles=on)
+        self._prompts = prompt_list(registry, handles=on)
         self._subscriptions = Subscriptions(getattr(runtime, "watch", None))
         self._parked = ParkedCalls()
         self._session_ends = SessionEnds(self._end_connection_session)
@@ -461,6 +482,11 @@ class McpAdapter:
                 tasks.cancel_scope.cancel()  # the deliveries of connections still open
 
     @property
+    def handles(self) -> HandleKeys | None:
+        """The keys this adapter mints and reads conversation handles with; None: off."""
+        return self._handles
+
+    @property
     def in_flight(self) -> int:
         """How many tools/call requests are being served now."""
         return self._in_flight
@@ -504,6 +530,8 @@ class McpAdapter:
         """The input schema of the tool `name`; None when there is no such tool."""
         if name == END_SESSION:
             return _NO_ARGUMENTS if self._allow_end_session else None
+        if name == HANDLE_TOOL and self._handles is not None:
+            return START_TOOL.input_schema
         try:
             return self._runtime.registry.resolve(name).input_schema
         except UnknownToolError:
@@ -527,8 +555,11 @@ class McpAdapter:
         They may when the tool exists and reaches nothing of the client's but
         its result: it reports no progress, logs nothing to the client and
         asks nothing, so a single response body carries all it sends.
-        ``session__end`` is the SDK's (it needs the connection's own session).
+        ``session__end`` is the SDK's (it needs the connection's own session);
+        ``conversation__start`` may be served plainly.
         """
+        if name == HANDLE_TOOL:
+            return self._handles is not None
         try:
             tool = self._runtime.registry.resolve(name)
         except UnknownToolError:
@@ -604,6 +635,8 @@ class McpAdapter:
             return _Report(CallResult.error(text))
         if call["name"] == END_SESSION and self._allow_end_session:
             return await self._end_session(call, attempt)
+        if call["name"] == HANDLE_TOOL and self._handles is not None:
+            return self._start_conversation(call, attempt, self._handles)
         try:
             # First, so that an unknown tool is the same JSON-RPC error whatever
             # the call's context, its caller or its arguments.
@@ -814,6 +847,24 @@ class McpAdapter:
             deleted,
         )
 
+    def _start_conversation(
+        self, call: dict[str, Any], attempt: _Attempt, handles: HandleKeys
+    ) -> _Report:
+        """Mint a new conversation's handle, bound to the caller's tenant; nothing is made yet."""
+        arguments = call["arguments"] or {}
+        if arguments:
+            attempt.outcome = "bad_arguments"
+            self._refused(HANDLE_TOOL, attempt.outcome)
+            names = ", ".join(map(repr, arguments))
+            msg = f"{HANDLE_TOOL} takes no arguments, got {names}"
+            return _Report(error_result(ArgumentsError(msg), START_SERVICE))
+        tenant = attempt.caller.tenant
+        handle = handles.mint(tenant)
+        # The log names the conversation's session, never its handle.
+        attempt.context = ToolContext(handles.session_for(handle, tenant))
+        attempt.outcome = "ok"
+        return _Report(started(handle))
+
     async def _end_session(self, call: dict[str, Any], attempt: _Attempt) -> _Report:
         """End the caller's own session: the one its calls land in when they name none."""
         try:
@@ -867,7 +918,7 @@ class McpAdapter:
         data = await self._served(
             ctx,
             "resources/read",
-            params.uri,
+            redacted_uri(params.uri),  # the log's: never a whole handle
             lambda caller: prepare_read(registry, params.uri, meta, policy, caller),
         )
         return types.ReadResourceResult.model_validate(data)
@@ -893,12 +944,14 @@ class McpAdapter:
         target = reference.name if isinstance(reference, types.PromptReference) else reference.uri
         argument, value = params.argument.name, params.argument.value
         registry, policy, meta = self._runtime.registry, self._policy, _meta_of(params)
+        filled = {} if params.context is None else params.context.arguments or {}
+        handle = None if self._handles is None else filled.get(HANDLE_ARGUMENT)
         completions = await self._served(
             ctx,
             "completion/complete",
             target,
             lambda caller: prepare_completion(
-                registry, target, argument, value, meta, policy, caller
+                registry, target, argument, value, meta, policy, caller, handle
             ),
             completions_of,
         )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
-from protocol import ContextError, extract_context
+from protocol import DEFAULT_LIFETIME, ContextError, extract_context
 
 from .._module import ToolModule
 from .._runtime import RuntimeConfig
@@ -141,6 +141,15 @@ class ServeOptions:
     only: over HTTP arguments may name any session within the token's tenant."""
     allow_end_session: bool = False
     """List the ``session__end`` tool, which lets a client end its own session."""
+    handles: bool | None = None
+    """Mint conversation handles (``conversation__start``) and take them in every stateful
+    call (`protocol.HandleKeys`); ``None``: on over HTTP, where a 2026-era client has no
+    session of its own, and off over stdio, where each connection has one."""
+    handle_key_file: Path | None = None
+    """The handle keys, one per line: the first mints, all verify. ``None``: a key kept
+    beside a SQLite state file, or one of this process for other stores."""
+    handle_lifetime: float = DEFAULT_LIFETIME
+    """How long a handle is valid after it is minted, in seconds."""
     lean_http: bool = True
     """Answer the common 2026-era requests without the SDK's transport (`actors.server._lean`);
     ``False`` sends every HTTP request through the SDK, as before. HTTP only."""
@@ -187,6 +196,7 @@ class ServeOptions:
             msg = f"--session-idle-timeout must be positive, got {self.session_idle_timeout}"
             raise ConfigurationError(msg)
         self._check_session()
+        self._check_handles()
         self._check_session_id_prefix()
         if self.http is None:
             if (
@@ -223,6 +233,19 @@ class ServeOptions:
             max_body_bytes=self.max_request_bytes,
             max_connections_per_address=self.max_connections_per_address,
         )
+
+    @property
+    def handles_on(self) -> bool:
+        """Whether conversation handles are served: as set, or by the transport's default."""
+        return self.http is not None if self.handles is None else self.handles
+
+    def _check_handles(self) -> None:
+        if not self.handle_lifetime > 0:
+            msg = f"--handle-lifetime must be positive, got {self.handle_lifetime / 86400:g} days"
+            raise ConfigurationError(msg)
+        if self.handle_key_file is not None and not self.handles_on:
+            msg = "--handle-key-file needs conversation handles on (--handles)"
+            raise ConfigurationError(msg)
 
     @property
     def authenticates(self) -> bool:

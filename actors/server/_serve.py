@@ -72,6 +72,7 @@ from .._errors import RuntimeCallError
 from .._observe import Observer, Observers
 from .._runtime import open_runtime
 from ..store import StoreError, open_store
+from ._handles import PROCESS_KEY, serving_keys
 from ._http import http_adapter, http_bind, serve_http
 from ._mcp import McpAdapter, connection_session, stdio_caller
 from ._ops import OPS_MAX_BODY_BYTES, OpsRoutes, Readiness, serve_asgi
@@ -83,6 +84,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from contextlib import AbstractAsyncContextManager
 
+    from protocol import HandleKeys
+
     from ..store import StateStore
     from ..telemetry import PrometheusMetrics
     from ._mcp import CallTarget
@@ -91,6 +94,7 @@ if TYPE_CHECKING:
 __all__ = ["Backend", "local_runtime", "run", "serve"]
 
 logger = logging.getLogger("actors.serve")
+_DAY = 86400.0
 
 
 @attrs.define(eq=False)
@@ -177,16 +181,20 @@ def _adapter(
     options: ServeOptions,
     observer: Observer | None,
     stdio_session: str | None,
+    handles: HandleKeys | None,
 ) -> McpAdapter:
     if options.http is not None:
-        return http_adapter(runtime, options, observer)
+        return http_adapter(runtime, options, observer, handles)
     # The stdio parent is a trusted middleware; its model, which writes the arguments, is not.
-    caller = stdio_caller(stdio_session, arguments_may_name_sessions=options.allow_session_naming)
+    caller = stdio_caller(
+        stdio_session, arguments_may_name_sessions=options.allow_session_naming, handles=handles
+    )
     return McpAdapter(
         runtime,
         identify=lambda _ctx: caller,
         observer=observer,
         allow_end_session=options.allow_end_session,
+        handles=handles,
     )
 
 
@@ -203,11 +211,12 @@ def _session_rule(options: ServeOptions, stdio_session: str | None) -> str:
     """Where a call that names no session lands, in words for the startup log."""
     policy = options.runtime.policy
     if options.http is not None:
-        fallback = (
-            "refused (--require-session)"
-            if policy.require_session
-            else f"a tenant token's bucket 'TENANT/{policy.default_session}', others refused"
-        )
+        if policy.require_session:
+            fallback = "refused (--require-session)"
+        elif options.handles_on:
+            fallback = "a conversation handle's conversation, else refused"
+        else:
+            fallback = f"a tenant token's bucket 'TENANT/{policy.default_session}', others refused"
         return (
             "the client's own HTTP session (its Mcp-Session-Id, ended when it closes); "
             f"without one, {fallback}"
@@ -219,6 +228,17 @@ def _session_rule(options: ServeOptions, stdio_session: str | None) -> str:
     return (
         "a session private to this connection, ended when it closes "
         "(--session NAME keeps one across restarts)"
+    )
+
+
+def _handle_rule(options: ServeOptions, keys_from: str) -> str:
+    """Whether handles are served, and with which keys, in words for the startup log."""
+    if not options.handles_on:
+        return "off (--handles: a model starts a conversation and passes its handle)"
+    days = options.handle_lifetime / _DAY
+    return (
+        "on: a stateful call that names no session passes the handle of "
+        f"conversation__start as 'conversation' (valid {days:g} days); keys: {keys_from}"
     )
 
 
@@ -349,8 +369,11 @@ async def serve(options: ServeOptions, *, backend: Backend = local_runtime) -> N
                     shown = f"{options.session_id_prefix}.<id>"
                     logger.info("session ids: %s (this front's, for the load balancer)", shown)
                 stdio_session = _stdio_session(options)
+                handles, keys_from = serving_keys(options, store.url)
                 logger.info("calls that name no session: %s", _session_rule(options, stdio_session))
-                adapter = _adapter(runtime, options, observer, stdio_session)
+                level = logging.WARNING if keys_from == PROCESS_KEY else logging.INFO
+                logger.log(level, "conversation handles: %s", _handle_rule(options, keys_from))
+                adapter = _adapter(runtime, options, observer, stdio_session, handles)
                 if metrics is not None:
                     metrics.track_in_flight(lambda: adapter.in_flight)
                 stop = trio.Event()

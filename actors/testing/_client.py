@@ -20,6 +20,8 @@ import importlib.util
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
+import attrs
+
 from .._module import ToolModule
 from .._runtime import open_runtime
 
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
     from mcp import Client
 
-    from protocol import Caller
+    from protocol import Caller, HandleKeys
 
     from ..server import CallTarget
 
@@ -41,6 +43,7 @@ async def connect(
     *,
     caller: Caller | None = None,
     allow_end_session: bool = False,
+    handles: HandleKeys | None = None,
     **client_options: Any,
 ) -> AsyncIterator[Client]:
     """The SDK's `mcp.Client`, connected in memory to `target`, for the length of the block.
@@ -49,7 +52,9 @@ async def connect(
     a module, or modules, served by a runtime opened for the block (state in
     memory). `caller` is who the client is (`protocol.Caller`); by default, the
     one client of a session of its own. `allow_end_session` lists
-    ``session__end``. Other keywords go to `mcp.Client` (``mode="legacy"`` for
+    ``session__end``. `handles` serves conversation handles minted and read with
+    those keys (``conversation__start``; `caller` then reads them too). Other keywords
+    go to `mcp.Client` (``mode="legacy"`` for
     the handshake era, ``logging_callback``, ``read_timeout_seconds``…).
     Raises ImportError naming the extra when the MCP SDK is not installed.
     """
@@ -61,8 +66,12 @@ async def connect(
     from ..server import McpAdapter
 
     async with _served(target) as runtime:
+        if caller is not None and handles is not None:
+            caller = attrs.evolve(caller, handles=handles)
         identify = None if caller is None else (lambda _ctx: caller)
-        adapter = McpAdapter(runtime, identify=identify, allow_end_session=allow_end_session)
+        adapter = McpAdapter(
+            runtime, identify=identify, allow_end_session=allow_end_session, handles=handles
+        )
         async with Client(adapter.server, **client_options) as client:
             yield client
 

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import trio
 
-from actors.harness import HttpTarget, LoadPlan, load_mix, print_report, run_load
+from actors.harness import Handles, HttpTarget, LoadPlan, load_mix, print_report, run_load
 
 
 async def main(url: str, mix: Path) -> None:
-    plan = LoadPlan(mix=load_mix(mix), sessions=10, callers=20, calls=500)
-    result = await run_load(HttpTarget(url), plan, describe="mine")
+    # Each session mints a conversation handle (conversation__start) that its calls carry:
+    # in the 2026-07-28 era, the default, no call names a protocol session.
+    plan = LoadPlan(mix=load_mix(mix), sessions=10, callers=20, calls=500, handles=Handles())
+    result = await run_load(HttpTarget(url, era="2026"), plan, describe="mine")
     print_report(result)
 
 

@@ -23,6 +23,11 @@ can be open at once, each named by its step's ``"client"`` (``"a"`` when absent)
     readResource {uri, meta?}
     getPrompt {name, arguments?, meta?}
 
+A ``callTool`` step may also give ``keep``: a name under which the handle its result
+carries (``structuredContent.conversation``, as ``conversation__start`` returns it) is kept
+for later steps, in whose strings ``<kept:NAME>`` is replaced by it; the plan is written
+before any handle exists.
+
 Results are the SDK's models dumped as they travel (camelCase, no nulls). The exit code is
 non-zero only for a bug here (a step it does not know, bad input); every client still open
 at the end is closed first.
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from contextlib import AsyncExitStack
 from typing import Any
@@ -54,6 +60,7 @@ STEPS = frozenset(
         "getPrompt",
     }
 )
+KEPT = re.compile(r"<kept:(\w+)>")
 
 
 def dumped(value: Any) -> Any:
@@ -65,12 +72,24 @@ def dumped(value: Any) -> Any:
     return value
 
 
+def filled(value: Any, kept: dict[str, str]) -> Any:
+    """`value` with every ``<kept:NAME>`` in its strings replaced by the handle kept as NAME."""
+    if isinstance(value, str):
+        return KEPT.sub(lambda match: kept[match.group(1)], value)
+    if isinstance(value, list):
+        return [filled(item, kept) for item in value]
+    if isinstance(value, dict):
+        return {key: filled(item, kept) for key, item in value.items()}
+    return value
+
+
 class Driver:
-    """The open clients, by name, and how to run a step on one."""
+    """The open clients, by name, the handles kept, and how to run a step on one."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.clients: dict[str, tuple[Client[Any], StreamableHttpTransport, AsyncExitStack]] = {}
+        self.kept: dict[str, str] = {}
 
     async def open(self, name: str, mode: str) -> dict[str, Any]:
         transport = StreamableHttpTransport(self.url)
@@ -91,6 +110,7 @@ class Driver:
         return {}
 
     async def run(self, step: dict[str, Any]) -> Any:
+        step = filled(step, self.kept)
         op, name = step["op"], step.get("client", "a")
         if op not in STEPS:
             raise SystemExit(f"drive.py: unknown step {op!r}")
@@ -106,7 +126,10 @@ class Driver:
             return dumped(await client.list_tools())
         if op == "callTool":
             arguments = step.get("arguments", {})
-            return dumped(await client.call_tool_mcp(step["name"], arguments, meta=meta))
+            result = await client.call_tool_mcp(step["name"], arguments, meta=meta)
+            if "keep" in step:
+                self.kept[step["keep"]] = result.structured_content["conversation"]
+            return dumped(result)
         if op == "listResources":
             return dumped(await client.list_resources())
         if op == "listResourceTemplates":
