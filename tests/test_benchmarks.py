@@ -80,6 +80,14 @@ class TestReportShape:
         """Each scenario appears in the report, in the canonical order."""
         assert [s.name for s in report.scenarios] == list(SCENARIOS)
 
+    def test_no_scenario_failed(self, report: Report) -> None:
+        """A scenario that raised is recorded with no figures: say why, not which is missing."""
+        failed = {s.name: s.failure for s in report.scenarios if s.failure is not None}
+        assert not failed, "\n".join(
+            f"{name}: {failure.kind}: {failure.message} at {failure.where}\n{failure.traceback}"
+            for name, failure in failed.items()
+        )
+
     def test_every_figure_has_the_required_fields(self, report: Report) -> None:
         """Figures carry scenario, name, value, unit, target and whether the target is met."""
         assert report.figures
