@@ -41,6 +41,7 @@ from actors.server import ServeOptions, http_app
 from actors.server._http import http_adapter
 from actors.testing import connect
 from protocol import Scope
+from protocol._call import _lenient
 
 from ._mcp_helpers import asgi_lifespan
 
@@ -143,6 +144,14 @@ def _noop_module() -> ToolModule[object]:
         return "ok"
 
     return module
+
+
+@pytest.fixture(autouse=True)
+def _one_policy_cached() -> None:
+    """A server judges every call by one policy object, which `protocol._call._lenient`
+    then finds by identity. A test run earlier in this process may have left an equal but
+    other policy in that cache, which would cost an ``__eq__`` per call here only."""
+    _lenient.cache_clear()
 
 
 @pytest.fixture(autouse=True)
