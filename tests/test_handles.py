@@ -27,7 +27,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from actors.server import ConfigurationError
-from actors.server._handles import _kept_key
+from actors.server._handle_keys import _kept_key
 from protocol import (
     HANDLE_ARGUMENT,
     HANDLE_REQUIRED,

@@ -552,7 +552,7 @@ async def serve_module_in_process(
     minting conversation handles with `handles` (as ``serve --handles``)."""
     from .._runtime import open_runtime
     from ..server import ConfigurationError, ServeOptions
-    from ..server._handles import serving_keys
+    from ..server._handle_keys import serving_keys
     from ..server._options import build_modules
     from ..store import open_store
 

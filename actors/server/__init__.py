@@ -19,6 +19,7 @@ from ._cli import MIN_TOKEN_LENGTH as MIN_TOKEN_LENGTH
 from ._cli import configure_logging as configure_logging
 from ._cli import main as main
 from ._cli import read_tokens as read_tokens
+from ._configuration import ConfigurationError as ConfigurationError
 from ._http import MCP_PATH as MCP_PATH
 from ._http import http_app as http_app
 from ._mcp import CallTarget as CallTarget
@@ -30,7 +31,6 @@ from ._oauth import OAuthSettings as OAuthSettings
 from ._options import DEFAULT_MODULES as DEFAULT_MODULES
 from ._options import DEFAULT_RUNTIME as DEFAULT_RUNTIME
 from ._options import KNOWN_MODULES as KNOWN_MODULES
-from ._options import ConfigurationError as ConfigurationError
 from ._options import ServeOptions as ServeOptions
 from ._options import load_module as load_module
 from ._serve import Backend as Backend

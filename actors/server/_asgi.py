@@ -21,7 +21,7 @@ import anyio
 from starlette.responses import PlainTextResponse
 
 from ._gate import RefusalLog
-from ._handles import PROCESS_KEY, serving_keys
+from ._handle_keys import PROCESS_KEY, serving_keys
 from ._http import http_adapter, http_app
 
 if TYPE_CHECKING:

@@ -18,6 +18,7 @@ from .._module import ToolModule
 from .._runtime import RuntimeConfig
 from ..modules import content_store, planning, playbook_store, workspace
 from ..store import check_store_url, default_state_url
+from ._configuration import ConfigurationError
 from ._events import DEFAULT_MAX_STORED_EVENT_BYTES
 from ._gate import DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_SESSION_IDLE_TIMEOUT
 from ._prefix import check_session_id_prefix
@@ -56,10 +57,6 @@ LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
 DEFAULT_RUNTIME: Final = RuntimeConfig(max_actors=10_000)
 """The runtime settings of a server: `RuntimeConfig`'s defaults, with at most
 10 000 live contexts (a bound on the memory clients can take)."""
-
-
-class ConfigurationError(ValueError):
-    """The serve options contradict each other or are unsafe; the message says what to change."""
 
 
 def is_loopback(host: str) -> bool:

@@ -72,7 +72,7 @@ from .._errors import RuntimeCallError
 from .._observe import Observer, Observers
 from .._runtime import open_runtime
 from ..store import StoreError, open_store
-from ._handles import PROCESS_KEY, serving_keys
+from ._handle_keys import PROCESS_KEY, serving_keys
 from ._http import http_adapter, http_bind, serve_http
 from ._mcp import McpAdapter, connection_session, stdio_caller
 from ._ops import OPS_MAX_BODY_BYTES, OpsRoutes, Readiness, serve_asgi
