@@ -24,11 +24,13 @@ from ._client import Asker as Asker
 from ._client import CannotAskError as CannotAskError
 from ._client import Log as Log
 from ._client import LogMessage as LogMessage
+from ._config import RuntimeConfig as RuntimeConfig
 from ._durable import Durable as Durable
 from ._durable import StateLoadError as StateLoadError
 from ._error_result import error_result as error_result
 from ._errors import ActorCrashedError as ActorCrashedError
 from ._errors import ArgumentsError as ArgumentsError
+from ._errors import CallError as CallError
 from ._errors import CallTimeoutError as CallTimeoutError
 from ._errors import CapacityError as CapacityError
 from ._errors import HandlerError as HandlerError
@@ -42,6 +44,10 @@ from ._errors import UnknownResourceError as UnknownResourceError
 from ._errors import UnknownToolError as UnknownToolError
 from ._guest import AsyncioRuntime as AsyncioRuntime
 from ._guest import open_asyncio_runtime as open_asyncio_runtime
+from ._module import Completion as Completion
+from ._module import Prompt as Prompt
+from ._module import PromptArgument as PromptArgument
+from ._module import Resource as Resource
 from ._module import Tool as Tool
 from ._module import ToolModule as ToolModule
 from ._observe import CallRecord as CallRecord
@@ -57,18 +63,17 @@ from ._prepare import prepare_read as prepare_read
 from ._progress import Progress as Progress
 from ._progress import ProgressReport as ProgressReport
 from ._registry import Registry as Registry
-from ._resources import Completion as Completion
 from ._resources import Completions as Completions
-from ._resources import Prompt as Prompt
-from ._resources import PromptArgument as PromptArgument
-from ._resources import Resource as Resource
 from ._runtime import ActorInfo as ActorInfo
 from ._runtime import Runtime as Runtime
-from ._runtime import RuntimeConfig as RuntimeConfig
 from ._runtime import RuntimeStatistics as RuntimeStatistics
-from ._runtime import Watcher as Watcher
 from ._runtime import open_runtime as open_runtime
 from ._schema import Signature as Signature
+from ._target import BlockingAsker as BlockingAsker
+from ._target import BlockingTarget as BlockingTarget
+from ._target import CallTarget as CallTarget
+from ._target import Host as Host
+from ._target import Watcher as Watcher
 
 __version__: str = _package_version()
 """The installed version of mcp-actors."""
@@ -81,8 +86,12 @@ __all__ = [
     "Ask",
     "Asker",
     "AsyncioRuntime",
+    "BlockingAsker",
     "BlockingRuntime",
+    "BlockingTarget",
+    "CallError",
     "CallRecord",
+    "CallTarget",
     "CallTimeoutError",
     "CannotAskError",
     "CapacityError",
@@ -90,6 +99,7 @@ __all__ = [
     "Completions",
     "Durable",
     "HandlerError",
+    "Host",
     "Log",
     "LogMessage",
     "Observer",

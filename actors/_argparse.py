@@ -4,6 +4,8 @@ options from ``MCP_ACTORS_…`` environment variables.
 * A usage error prints the one line that says what is wrong and where to read
   more, not the whole usage block (argparse's default buries the error under
   it).
+* The argument types the commands share (`positive_int`, `positive_seconds`,
+  `seconds_or_zero`) refuse a bad value with one line that says what it must be.
 * Every option that takes a value can come from the environment, as
   container deployments expect: ``--max-actors`` from ``MCP_ACTORS_MAX_ACTORS``
   (a repeatable option takes several values separated by spaces). The command
@@ -14,6 +16,7 @@ options from ``MCP_ACTORS_…`` environment variables.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -22,7 +25,16 @@ from typing import TYPE_CHECKING, Final, NoReturn
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["ENVIRONMENT_PREFIX", "Parser", "command_name", "package_version", "with_environment"]
+__all__ = [
+    "ENVIRONMENT_PREFIX",
+    "Parser",
+    "command_name",
+    "package_version",
+    "positive_int",
+    "positive_seconds",
+    "seconds_or_zero",
+    "with_environment",
+]
 
 ENVIRONMENT_PREFIX: Final = "MCP_ACTORS_"
 """What the environment variable of an option starts with."""
@@ -60,6 +72,45 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Print what is wrong and where to read more (not the usage block); exit 2."""
         self.exit(2, f"{self.prog}: error: {message}\n(see '{self.prog} --help')\n")
+
+
+def positive_int(text: str) -> int:
+    """An argument type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        msg = f"must be a whole number of at least 1, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argument type: a finite number of seconds above zero."""
+    value = _finite_seconds(text)
+    if not value > 0:
+        msg = f"must be a positive number of seconds, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def seconds_or_zero(text: str) -> float:
+    """An argument type: zero (what turns the thing off), or a finite number of seconds."""
+    value = _finite_seconds(text)
+    if not value >= 0:
+        msg = f"must be zero or a positive number of seconds, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _finite_seconds(text: str) -> float:
+    """`text` as a number; NaN (refused by every comparison) for text that is none, or infinity."""
+    try:
+        value = float(text)
+    except ValueError:
+        return math.nan
+    return math.nan if value == math.inf else value
 
 
 def with_environment(

@@ -22,8 +22,9 @@ import attrs
 import outcome
 import trio
 
+from ._actor import sole_cause
 from ._errors import RuntimeClosedError
-from ._runtime import _sole_cause, open_runtime
+from ._runtime import open_runtime
 from .store import open_store
 
 if TYPE_CHECKING:
@@ -38,12 +39,18 @@ if TYPE_CHECKING:
     )
     from contextlib import AbstractAsyncContextManager
 
-    from protocol import Caller, CallResult
+    from protocol import Caller, CallResult, PromptResult, ResourceResult
 
+    from ._client import Answer, LogMessage
+    from ._config import RuntimeConfig
     from ._module import ToolModule
     from ._observe import Observer
+    from ._prepare import PreparedCall
+    from ._progress import ProgressReport
     from ._registry import Registry
-    from ._runtime import ActorInfo, Runtime, RuntimeConfig, RuntimeStatistics
+    from ._resources import Completions
+    from ._runtime import ActorInfo, Runtime, RuntimeStatistics
+    from ._target import BlockingAsker, Watcher
 
     # How a host opens its runtime on the trio side: `open_hosted_runtime`, arguments bound.
     Opening = Callable[[], AbstractAsyncContextManager[Runtime]]
@@ -75,7 +82,7 @@ def raise_run_error(result: outcome.Outcome[None]) -> None:
     """Raise what ended a trio run, if it failed: its one cause, not a group of one."""
     if isinstance(result, outcome.Error):
         error = result.error
-        raise _sole_cause(error) if isinstance(error, Exception) else error
+        raise sole_cause(error) if isinstance(error, Exception) else error
 
 
 @attrs.define(eq=False)
@@ -113,11 +120,16 @@ class _Host:
 class BlockingRuntime:
     """A runtime for synchronous code; create one with `open_blocking_runtime`.
 
-    Each method blocks its thread until the trio thread answers. Results,
-    exceptions and cancellation are those of `Runtime` (a blocked thread cannot
-    be cancelled; a call that started runs to completion). Any thread may call,
-    except the runtime's own: a handler that called it would wait for itself,
-    so that raises RuntimeError.
+    A `BlockingTarget`: `CallTarget`'s members, each blocking its thread until
+    the trio thread answers. Results, exceptions and cancellation are those of
+    `Runtime` (a blocked thread cannot be cancelled; a call that started runs
+    to completion). Any thread may call, except the runtime's own: a handler
+    that called it would wait for itself, so that raises RuntimeError.
+
+    What the trio side tells (`run`'s `progress` and `log`, `watch`'s
+    watchers) it tells in the runtime's trio thread, synchronously: hand it
+    on to your threads without blocking (a ``queue.Queue``'s ``put_nowait``).
+    A `BlockingAsker`'s questions run in a worker thread, where they may block.
     """
 
     def __init__(self, host: _Host, runtime: Runtime, token: trio.lowlevel.TrioToken) -> None:
@@ -135,6 +147,25 @@ class BlockingRuntime:
         """The enabled modules and tools."""
         return self._runtime.registry
 
+    def prepare(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> PreparedCall:
+        """`Runtime.prepare`, in the trio thread (where its observer is told of a refusal)."""
+        return self._run(_sync(functools.partial(self._runtime.prepare, params, caller=caller)))
+
+    def run(
+        self,
+        call: PreparedCall,
+        *,
+        progress: Callable[[ProgressReport], None] | None = None,
+        log: Callable[[LogMessage], None] | None = None,
+        ask: BlockingAsker | None = None,
+    ) -> CallResult:
+        """`Runtime.run`: `progress` and `log` are told in the trio thread, `ask` asked in a
+        worker thread (see the class docstring); a tool cancelled while it waits for an
+        answer (its deadline) stops waiting, and the asker's thread is left to finish."""
+        trio_ask = None if ask is None else _ThreadAsker(ask)
+        run = self._runtime.run
+        return self._run(functools.partial(run, call, progress=progress, log=log, ask=trio_ask))
+
     def call(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> CallResult:
         """`Runtime.call`: one tools/call-shaped call ``{"name", "arguments", "_meta"}``."""
         return self._run(functools.partial(self._runtime.call, params, caller=caller))
@@ -150,6 +181,56 @@ class BlockingRuntime:
         """`Runtime.call_tool`: `call` with the parts given separately."""
         params = {"name": name, "arguments": arguments, "_meta": meta}
         return self.call(params, caller=caller)
+
+    def read_resource(
+        self,
+        uri: str,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        caller: Caller | None = None,
+    ) -> ResourceResult:
+        """`Runtime.read_resource`: the resource (or template instance) `uri`, for `meta`."""
+        read = self._runtime.read_resource
+        return self._run(functools.partial(read, uri, meta=meta, caller=caller))
+
+    def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        caller: Caller | None = None,
+    ) -> PromptResult:
+        """`Runtime.get_prompt`: the prompt listed as `name`, built with `arguments`."""
+        get = self._runtime.get_prompt
+        return self._run(functools.partial(get, name, arguments, meta=meta, caller=caller))
+
+    def complete(
+        self,
+        target: str,
+        argument: str,
+        value: str,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        caller: Caller | None = None,
+    ) -> Completions:
+        """`Runtime.complete`: values for `argument` of the prompt or template `target`."""
+        complete = functools.partial(self._runtime.complete, target, argument, value)
+        return self._run(functools.partial(complete, meta=meta, caller=caller))
+
+    def watch(self, watcher: Watcher) -> Callable[[], None]:
+        """`Runtime.watch`: `watcher` is told in the trio thread (see the class docstring).
+
+        The function returned stops it, from any thread; once the runtime is
+        closed there is nothing left to stop.
+        """
+        unwatch = self._run(_sync(functools.partial(self._runtime.watch, watcher)))
+
+        def stop() -> None:
+            with contextlib.suppress(RuntimeClosedError):
+                self._run(_sync(unwatch))
+
+        return stop
 
     def end_session(self, session_id: str) -> int:
         """`Runtime.end_session`: stop the session's actors, delete its stored state."""
@@ -180,6 +261,37 @@ class BlockingRuntime:
                 "trio thread has (the block's exit raises why)"
             )
             raise RuntimeClosedError(msg) from None
+
+
+@final
+@attrs.frozen
+class _ThreadAsker:
+    """A `BlockingAsker` as the trio side sees it: each question blocks a worker thread."""
+
+    asker: BlockingAsker
+
+    async def elicit(self, message: str, schema: Mapping[str, Any]) -> Answer:
+        """`Asker.elicit`, in a worker thread."""
+        return await _in_thread(functools.partial(self.asker.elicit, message, schema))
+
+    async def sample(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        system_prompt: str | None,
+        temperature: float | None,
+    ) -> str:
+        """`Asker.sample`, in a worker thread."""
+        sample = functools.partial(self.asker.sample, messages, max_tokens=max_tokens)
+        return await _in_thread(
+            functools.partial(sample, system_prompt=system_prompt, temperature=temperature)
+        )
+
+
+async def _in_thread(ask: Callable[[], T]) -> T:
+    # Abandoned on cancel: a user's dialog cannot be interrupted, but the tool's deadline holds.
+    return await trio.to_thread.run_sync(ask, abandon_on_cancel=True)
 
 
 def _sync(read: Callable[[], T]) -> Callable[[], Awaitable[T]]:

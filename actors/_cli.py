@@ -1,7 +1,7 @@
 """The command line: ``python -m actors demo``, ``serve``, ``cluster``, ``bench``, ….
 
 ``serve`` lives in `actors.server` and needs the ``server`` extra (the MCP
-SDK, httptools and hypercorn), ``cluster`` in `actors.cluster` and the ``cluster``
+SDK and httptools), ``cluster`` in `actors.cluster` and the ``cluster``
 extra (Ray besides), ``bench`` and ``check-isolation`` in `actors.harness` and the
 ``harness`` extra; each is imported only on its path, so ``demo`` and the library
 work without them.
@@ -68,35 +68,35 @@ def _require(command: str, extra: str, packages: Sequence[str]) -> None:
 
 
 def _serve(argv: Sequence[str]) -> int:
-    _require("serve", "server", ("mcp", "hypercorn", "httptools"))
+    _require("serve", "server", ("mcp", "httptools"))
     from .server import main as serve_main  # lazily: it needs the extra
 
     return serve_main(argv, prog=f"{command_name()} serve")
 
 
 def _cluster(argv: Sequence[str]) -> int:
-    _require("cluster", "cluster", ("mcp", "hypercorn", "httptools", "ray", "psycopg"))
+    _require("cluster", "cluster", ("mcp", "httptools", "ray", "psycopg"))
     from .cluster._cli import main as cluster_main  # lazily: it needs the extra
 
     return cluster_main(argv, prog=f"{command_name()} cluster")
 
 
 def _inspect(argv: Sequence[str]) -> int:
-    _require("inspect", "server", ("mcp", "hypercorn", "httptools"))
+    _require("inspect", "server", ("mcp", "httptools"))
     from .server._inspect import main as inspect_main  # lazily: it needs the extra
 
     return inspect_main(argv, prog=f"{command_name()} inspect")
 
 
 def _bench(argv: Sequence[str]) -> int:
-    _require("bench", "harness", ("mcp", "hypercorn", "httptools", "rich", "hdrh"))
+    _require("bench", "harness", ("mcp", "httptools", "rich", "hdrh"))
     from .harness._cli import main as bench_main  # lazily: it needs the extra
 
     return bench_main(argv, prog=f"{command_name()} bench")
 
 
 def _check_isolation(argv: Sequence[str]) -> int:
-    _require("check-isolation", "harness", ("mcp", "hypercorn", "httptools", "hypothesis"))
+    _require("check-isolation", "harness", ("mcp", "httptools", "hypothesis"))
     from .harness._isolation_cli import main as check_main  # lazily: it needs the extra
 
     return check_main(argv, prog=f"{command_name()} check-isolation")

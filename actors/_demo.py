@@ -8,7 +8,8 @@ import trio
 
 from protocol import ToolContext, inject_context
 
-from ._runtime import Runtime, RuntimeConfig, open_runtime
+from ._config import RuntimeConfig
+from ._runtime import Runtime, open_runtime
 from .modules import planning
 
 __all__ = ["run_demo"]

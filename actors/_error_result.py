@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol import CallResult, ProtocolError
-
-from ._errors import RuntimeCallError
+from protocol import CallError, CallResult
 
 if TYPE_CHECKING:
     from protocol import ServiceInfo
@@ -22,9 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["error_result"]
 
 
-def error_result(
-    error: RuntimeCallError | ProtocolError, service: ServiceInfo | None = None
-) -> CallResult:
+def error_result(error: CallError, service: ServiceInfo | None = None) -> CallResult:
     """The ``isError`` result whose text is `error`'s message, stamped with `service` if given.
 
     Pass the ServiceInfo of the tool that was called (``Tool.service``, from
@@ -37,9 +33,9 @@ def error_result(
     the caller. Any other exception (a bug, a store failure) may carry details
     that are not the caller's to read, so it is refused with `TypeError`.
     """
-    if not isinstance(error, RuntimeCallError | ProtocolError):
+    if not isinstance(error, CallError):
         msg = (
-            f"error_result takes a RuntimeCallError or a ProtocolError, got "
+            f"error_result takes a CallError (a RuntimeCallError or a ProtocolError), got "
             f"{type(error).__name__}; let other exceptions propagate"
         )
         raise TypeError(msg)

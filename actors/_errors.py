@@ -1,13 +1,24 @@
 """Errors a caller of the runtime can get, one class per failure.
 
 Every one of them is a reply: the runtime never leaves an accepted call
-without one (invariant 4). `ToolError` is different: a handler raises it to
-return an error result with a clean message (``Permission denied``).
+without one (invariant 4). Their root, `RuntimeCallError`, derives from
+`protocol.CallError`, as `protocol.ProtocolError` does: ``except CallError``
+catches every reply that is not a result. `ToolError` is different: a handler
+raises it to return an error result with a clean message (``Permission denied``).
+
+Refused before an actor took the call (the observer's ``call_refused``):
+`UnknownToolError`, `UnknownResourceError`, `UnknownPromptError`, `ArgumentsError`,
+`SessionEndingError`. Taken, never run: `CapacityError` (the key's new actor found
+no room). Failed at the actor: `CallTimeoutError`, `ActorCrashedError` (and
+`StateUnreadableError`), `HandlerError`. `RuntimeClosedError` is any of these:
+refused by a closed runtime, or cut short by its shutdown.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from protocol import CallError
 
 if TYPE_CHECKING:
     from protocol import ActorKey
@@ -15,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ActorCrashedError",
     "ArgumentsError",
+    "CallError",
     "CallTimeoutError",
     "CapacityError",
     "HandlerError",
@@ -29,8 +41,12 @@ __all__ = [
 ]
 
 
-class RuntimeCallError(Exception):
-    """Base of every failure the runtime reports for a call instead of a result."""
+class RuntimeCallError(CallError):
+    """Base of every failure the runtime reports for a call instead of a result.
+
+    A `protocol.CallError`, as a malformed call's `protocol.ProtocolError` is:
+    catch `CallError` for both.
+    """
 
 
 class UnknownToolError(RuntimeCallError, LookupError):

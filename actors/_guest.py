@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import threading
 from collections import deque
@@ -72,23 +73,36 @@ import attrs
 import trio
 
 from ._blocking import open_hosted_runtime, raise_run_error
+from ._client import CannotAskError
 from ._errors import RuntimeCallError, RuntimeClosedError
+from ._observe import Observers
+from ._target import Host
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+    from collections.abc import (
+        AsyncIterator,
+        Awaitable,
+        Callable,
+        Coroutine,
+        Iterable,
+        Mapping,
+        Sequence,
+    )
+    from contextvars import Context
 
     import outcome
 
     from protocol import Caller, CallResult
 
     from ._blocking import Opening
-    from ._client import Asker, LogMessage
+    from ._client import Answer, Asker, LogMessage
+    from ._config import RuntimeConfig
     from ._module import ToolModule
     from ._observe import Observer
     from ._prepare import PreparedCall, Route
     from ._progress import ProgressReport
-    from ._registry import Registry
-    from ._runtime import ActorInfo, Runtime, RuntimeConfig, RuntimeStatistics
+    from ._runtime import ActorInfo, Runtime, RuntimeStatistics
+    from ._target import Watcher
 
 __all__ = ["AsyncioRuntime", "open_asyncio_runtime"]
 
@@ -321,6 +335,33 @@ class _Guest:
             while self.queue:
                 _refuse(self.queue.popleft())
 
+    async def on_loop(self, work: Callable[[], Coroutine[Any, Any, T]], context: Context) -> T:
+        """From a trio task of the run: await `work()` as an asyncio task, in a copy of `context`.
+
+        The asyncio task's end wakes the trio task through the token (a done
+        callback runs outside trio's ticks, where trio cannot be touched); the
+        trio task cancelled meanwhile cancels the asyncio one. An asyncio task
+        cancelled on its own side (the loop is closing) raises CannotAskError.
+        """
+        task = self.loop.create_task(work(), context=context.copy())
+        done = trio.Event()
+        token = self.token
+        assert token is not None  # set once started, before any call
+
+        def wake(_task: object) -> None:
+            with contextlib.suppress(trio.RunFinishedError):  # the trio side has gone
+                token.run_sync_soon(done.set)
+
+        task.add_done_callback(wake)
+        try:
+            await done.wait()
+        finally:
+            task.cancel()  # a no-op once it is done
+        if task.cancelled():
+            msg = "the question was cancelled on the asyncio side (its loop is closing?)"
+            raise CannotAskError(msg)
+        return task.result()
+
     async def close(self) -> None:
         """Stop the runtime and wait for the trio run to end; raise what ended it badly.
 
@@ -347,6 +388,39 @@ class _Guest:
         raise_run_error(self.ended.result())
 
 
+@final
+@attrs.frozen
+class _LoopAsker:
+    """An asyncio-side `Asker` as the trio side sees it: each question crosses to the loop."""
+
+    guest: _Guest
+    asker: Asker
+    context: Context  # the caller's: each question runs in a copy of it
+
+    async def elicit(self, message: str, schema: Mapping[str, Any]) -> Answer:
+        """`Asker.elicit`, awaited on the loop."""
+        work = functools.partial(self.asker.elicit, message, schema)
+        return await self.guest.on_loop(work, self.context)
+
+    async def sample(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        system_prompt: str | None,
+        temperature: float | None,
+    ) -> str:
+        """`Asker.sample`, awaited on the loop."""
+        work = functools.partial(
+            self.asker.sample,
+            messages,
+            max_tokens=max_tokens,
+            system_prompt=system_prompt,
+            temperature=temperature,
+        )
+        return await self.guest.on_loop(work, self.context)
+
+
 def _refuse(call: _Call[Any]) -> None:
     """Fail a call the trio run will never start (a cancelled one needs nothing)."""
     if call.scope is None and not call.future.done():
@@ -355,56 +429,40 @@ def _refuse(call: _Call[Any]) -> None:
 
 
 @final
-class AsyncioRuntime:
+class AsyncioRuntime(Host):
     """A runtime for asyncio code; create one with `open_asyncio_runtime`.
 
-    The methods are `Runtime`'s, with its results, its exceptions (the very
-    objects raised on the trio side) and its cancellation semantics: a caller
+    A `CallTarget`, with `Runtime`'s methods, results, exceptions (the very
+    objects raised on the trio side) and cancellation semantics: a caller
     cancelled while its call is queued withdraws it; once the handler started,
     it runs to completion and the reply is dropped. Use it from the thread of
     the loop that opened it (from another thread, submit coroutines to that
     loop with `asyncio.run_coroutine_threadsafe`). After the block, or once the
     trio run has ended, calls raise RuntimeClosedError at once.
+
+    What the trio side tells this side (`run`'s `progress` and `log`, `watch`'s
+    watchers) it tells on the loop's thread, synchronously, from inside one
+    of trio's guest ticks: between two asyncio callbacks, so asyncio objects
+    may be touched (``Event.set``, ``Queue.put_nowait``, ``call_soon``), but
+    no asyncio task is current, so nothing may be awaited or block.
     """
 
-    def __init__(self, guest: _Guest, runtime: Runtime) -> None:
+    def __init__(self, guest: _Guest, runtime: Runtime, observer: Observer | None) -> None:
         self._guest = guest
         self._runtime = runtime
-
-    @property
-    def config(self) -> RuntimeConfig:
-        """The configuration the runtime was opened with."""
-        return self._runtime.config
-
-    @property
-    def registry(self) -> Registry:
-        """The enabled modules and tools."""
-        return self._runtime.registry
-
-    async def call(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> CallResult:
-        """`Runtime.call`: one tools/call-shaped call ``{"name", "arguments", "_meta"}``.
-
-        Bad input (UnknownToolError, ProtocolError, ArgumentsError) is refused
-        here, before anything reaches trio. `caller` is as for `Runtime.prepare`.
-        """
-        self._guest.check_open()
-        return await self.run(self._runtime.prepare(params, caller=caller))
-
-    async def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        meta: Mapping[str, Any] | None = None,
-        caller: Caller | None = None,
-    ) -> CallResult:
-        """`Runtime.call_tool`: `call` with the parts given separately."""
-        params = {"name": name, "arguments": arguments, "_meta": meta}
-        return await self.call(params, caller=caller)
+        self._registry = runtime.registry
+        self._config = runtime.config
+        # Told of the calls refused on this side (`Host.prepare`), before trio sees them.
+        self._observer = None if observer is None else Observers([observer])
 
     def prepare(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> PreparedCall:
-        """`Runtime.prepare`: check a call and work out its actor; nothing is sent."""
-        return self._runtime.prepare(params, caller=caller)
+        """`Runtime.prepare`, on the asyncio side: bad input is refused before it reaches trio.
+
+        Raises RuntimeError off the loop's thread and RuntimeClosedError once
+        closed, before looking at the call.
+        """
+        self._guest.check_open()
+        return super().prepare(params, caller=caller)
 
     async def run(
         self,
@@ -416,16 +474,28 @@ class AsyncioRuntime:
     ) -> CallResult:
         """`Runtime.run`: run a prepared call on its key's actor, in the trio run.
 
-        `progress` and `log` are called in the trio run, on this loop's
-        thread. Questions cannot cross from trio to this loop: `ask` is not
-        used, and a tool that asks gets CannotAskError.
+        `progress` and `log` are called as the class docstring says (in a guest
+        tick). `ask` is an asyncio-side `Asker`: each question the tool asks
+        runs as an asyncio task on this loop, in the context of the caller of
+        `run` (its context variables), while the tool waits in trio; a tool
+        cancelled meanwhile (its deadline) cancels that task.
         """
-        del ask
         self._guest.check_open()
-        work = functools.partial(self._runtime.run, call, progress=progress, log=log)
-        # The direct submission carries no listener: a call that reports takes the task.
-        listens = progress is not None or log is not None
+        trio_ask = None if ask is None else _LoopAsker(self._guest, ask, contextvars.copy_context())
+        work = functools.partial(self._runtime.run, call, progress=progress, log=log, ask=trio_ask)
+        # The direct submission carries no channel: a call that has one takes the task.
+        listens = progress is not None or log is not None or ask is not None
         return await self._guest.run(work, call.route, None if listens else call)
+
+    def watch(self, watcher: Watcher) -> Callable[[], None]:
+        """`Runtime.watch`: `watcher` is told as the class docstring says (in a guest tick)."""
+        self._guest.check_thread()
+        return self._runtime.watch(watcher)
+
+    async def unavailable(self) -> str | None:
+        """Why calls are refused (the block ended, or the trio run did), or None while open."""
+        closed = self._guest.closed
+        return None if closed is None else f"the runtime is closed: {closed}"
 
     async def end_session(self, session_id: str) -> int:
         """`Runtime.end_session`: stop the session's actors, delete its stored state."""
@@ -472,6 +542,6 @@ async def open_asyncio_runtime(
     try:
         runtime = await guest.opened
         if runtime is not None:  # else the run ended while opening: close() raises why
-            yield AsyncioRuntime(guest, runtime)
+            yield AsyncioRuntime(guest, runtime, observer)
     finally:
         await guest.close()

@@ -43,6 +43,10 @@ trust). A handler annotated to return structured data (an attrs class, a
 TypedDict, a ``dict[str, T]``) gets an ``outputSchema`` describing it; one
 returning a `CallResult` with data declares the data's type with
 ``structured=``.
+
+What a module lists beside its tools (`Resource`, `Prompt`, `Completion`) is
+here too, each holding the hidden `Tool` that serves it; ``_resources`` turns
+what their handlers return into results.
 """
 
 from __future__ import annotations
@@ -50,7 +54,6 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final, overload
 
@@ -70,12 +73,9 @@ from protocol import (
 )
 
 from ._client import Ask, Log
+from ._names import check_name
 from ._progress import Progress
 from ._resources import (
-    Completion,
-    Prompt,
-    PromptArgument,
-    Resource,
     completion_values,
     prompt_result,
     resource_result,
@@ -86,25 +86,15 @@ from ._uri_template import UriTemplate
 if TYPE_CHECKING:
     from ._durable import Durable
 
-__all__ = ["Tool", "ToolModule"]
+__all__ = ["Completion", "Prompt", "PromptArgument", "Resource", "Tool", "ToolModule"]
 
 StateT = TypeVar("StateT")
 HandlerT = TypeVar("HandlerT", bound=Callable[..., Any])
 
-_NAME: Final = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 _CONTENT_ITEMS: Final = (TextContent, ImageContent, AudioContent, EmbeddedResource, ResourceLink)
 URI_ARGUMENT: Final = "resource uri"
 """The key under which a resource read's arguments carry the URI read (no parameter can
 have this name, so it never reaches a handler)."""
-
-
-def _check_name(kind: str, name: str) -> None:
-    if not _NAME.match(name):
-        msg = (
-            f"{kind} name {name!r} must be lowercase snake_case (letters, digits, single "
-            "underscores): '__' separates module and tool in full names"
-        )
-        raise ValueError(msg)
 
 
 def to_call_result(value: object, tool: str) -> CallResult:
@@ -226,6 +216,84 @@ class Tool:
 
 
 @final
+@attrs.frozen
+class Resource:
+    """A resource (a fixed URI) or a resource template (a URI with ``{variables}``) of a module."""
+
+    template: UriTemplate
+    """The URI, or the template the URIs it serves match."""
+    title: str | None
+    """A human-readable name for hosts to show; ``None`` when not declared."""
+    description: str
+    """What it holds (the handler's docstring unless declared)."""
+    mime_type: str | None
+    """The declared media type of its contents; ``None`` when the contents say."""
+    operation: Tool
+    """The hidden read-only operation that reads it on the key's actor."""
+
+    @property
+    def name(self) -> str:
+        """The listed name: ``module__name``, or the bare name in a module not namespaced."""
+        return self.operation.full_name
+
+    @property
+    def module(self) -> ToolModule[Any]:
+        """The module that declares it."""
+        return self.operation.module
+
+
+@final
+@attrs.frozen
+class PromptArgument:
+    """One argument of a prompt, as listed: hosts ask the user for it."""
+
+    name: str
+    """The argument's name, as the handler's parameter."""
+    description: str | None
+    """What to fill in, when the parameter's annotation says (``Annotated[str, "..."]``)."""
+    required: bool
+    """Whether the parameter has no default."""
+
+
+@final
+@attrs.frozen
+class Prompt:
+    """A prompt of a module: messages built from the arguments and the key's state."""
+
+    title: str | None
+    """A human-readable name for hosts to show; ``None`` when not declared."""
+    description: str
+    """What the prompt is for (the handler's docstring unless declared)."""
+    arguments: tuple[PromptArgument, ...]
+    """Its arguments, in the handler's order."""
+    operation: Tool
+    """The hidden read-only operation that builds the messages on the key's actor."""
+
+    @property
+    def name(self) -> str:
+        """The listed name: ``module__prompt``, or the bare name in a module not namespaced."""
+        return self.operation.full_name
+
+    @property
+    def module(self) -> ToolModule[Any]:
+        """The module that declares it."""
+        return self.operation.module
+
+
+@final
+@attrs.frozen
+class Completion:
+    """Suggestions for one argument of a prompt or one variable of a resource template."""
+
+    target: str
+    """The prompt's base name, or the resource template's URI template."""
+    argument: str
+    """The argument or variable it completes."""
+    operation: Tool
+    """The hidden read-only operation that suggests values on the key's actor."""
+
+
+@final
 @attrs.define(eq=False)
 class ToolModule(Generic[StateT]):
     """A named group of tools sharing one state per key of its scope."""
@@ -256,7 +324,7 @@ class ToolModule(Generic[StateT]):
 
     @name.validator
     def _check_module_name(self, _attribute: object, value: str) -> None:
-        _check_name("module", value)
+        check_name("module", value)
 
     def __attrs_post_init__(self) -> None:
         if self.ttl is not None and not self.ttl > 0:
@@ -456,7 +524,7 @@ class ToolModule(Generic[StateT]):
             if name is None:
                 msg = f"{handler!r} has no __name__ to name its {kind} after; pass name="
                 raise TypeError(msg)
-        _check_name(kind, name)
+        check_name(kind, name)
         taken = self._names.get(name)
         if taken is not None:
             msg = f"module {self.name!r} already has a {taken} named {name!r}"

@@ -56,7 +56,7 @@ from ._errors import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from protocol import ActorKey, ToolContext
+    from protocol import ActorKey, CallError, ToolContext
 
 __all__ = [
     "CallRecord",
@@ -114,7 +114,7 @@ TOOL_ERROR: Final = "tool_error"
 """The outcome of a call whose result is an ``isError`` result (the tool said no)."""
 
 
-def outcome_of(error: ProtocolError | RuntimeCallError) -> str:
+def outcome_of(error: CallError) -> str:
     """The outcome label of a call that failed with `error`: ``"timeout"``, ``"bad_arguments"``…"""
     return next(label for kind, label in _OUTCOMES if isinstance(error, kind))
 

@@ -25,8 +25,7 @@ from ._errors import UnknownPromptError, UnknownResourceError, UnknownToolError
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
-    from ._module import Tool, ToolModule
-    from ._resources import Completion, Prompt, Resource
+    from ._module import Completion, Prompt, Resource, Tool, ToolModule
 
 __all__ = ["Registry"]
 

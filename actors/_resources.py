@@ -14,9 +14,10 @@ A resource, a resource template, a prompt and a completion are each served
 like a read-only tool: the handler runs in the turn of the actor that owns
 the caller's key, on that key's state, so a host reading ``notes://all``
 sees its own conversation's notes and nobody else's. The runtime runs them
-as hidden operations (`Tool` objects that are never listed as tools); this
-module holds what is listed about them and turns what their handlers return
-into results.
+as hidden operations (`Tool` objects that are never listed as tools). What is
+listed about them (`Resource`, `Prompt`, `Completion`) is in ``_module``, beside
+the `Tool` each holds; this module turns what their handlers return into
+results, and reads those results back.
 
 What a handler may return:
 
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import Any, Final, final
 
 import attrs
 import cattrs
@@ -56,17 +57,9 @@ from protocol import (
 
 from ._errors import HandlerError
 
-if TYPE_CHECKING:
-    from ._module import Tool, ToolModule
-    from ._uri_template import UriTemplate
-
 __all__ = [
     "MAX_COMPLETIONS",
-    "Completion",
     "Completions",
-    "Prompt",
-    "PromptArgument",
-    "Resource",
     "completion_values",
     "completions_of",
     "handler_data",
@@ -79,84 +72,6 @@ MAX_COMPLETIONS: Final = 100
 
 _CONTENT_ITEMS: Final = (TextContent, ImageContent, AudioContent, EmbeddedResource, ResourceLink)
 _JSON: Final = cattrs.Converter()
-
-
-@final
-@attrs.frozen
-class Resource:
-    """A resource (a fixed URI) or a resource template (a URI with ``{variables}``) of a module."""
-
-    template: UriTemplate
-    """The URI, or the template the URIs it serves match."""
-    title: str | None
-    """A human-readable name for hosts to show; ``None`` when not declared."""
-    description: str
-    """What it holds (the handler's docstring unless declared)."""
-    mime_type: str | None
-    """The declared media type of its contents; ``None`` when the contents say."""
-    operation: Tool
-    """The hidden read-only operation that reads it on the key's actor."""
-
-    @property
-    def name(self) -> str:
-        """The listed name: ``module__name``, or the bare name in a module not namespaced."""
-        return self.operation.full_name
-
-    @property
-    def module(self) -> ToolModule[Any]:
-        """The module that declares it."""
-        return self.operation.module
-
-
-@final
-@attrs.frozen
-class PromptArgument:
-    """One argument of a prompt, as listed: hosts ask the user for it."""
-
-    name: str
-    """The argument's name, as the handler's parameter."""
-    description: str | None
-    """What to fill in, when the parameter's annotation says (``Annotated[str, "..."]``)."""
-    required: bool
-    """Whether the parameter has no default."""
-
-
-@final
-@attrs.frozen
-class Prompt:
-    """A prompt of a module: messages built from the arguments and the key's state."""
-
-    title: str | None
-    """A human-readable name for hosts to show; ``None`` when not declared."""
-    description: str
-    """What the prompt is for (the handler's docstring unless declared)."""
-    arguments: tuple[PromptArgument, ...]
-    """Its arguments, in the handler's order."""
-    operation: Tool
-    """The hidden read-only operation that builds the messages on the key's actor."""
-
-    @property
-    def name(self) -> str:
-        """The listed name: ``module__prompt``, or the bare name in a module not namespaced."""
-        return self.operation.full_name
-
-    @property
-    def module(self) -> ToolModule[Any]:
-        """The module that declares it."""
-        return self.operation.module
-
-
-@final
-@attrs.frozen
-class Completion:
-    """Suggestions for one argument of a prompt or one variable of a resource template."""
-
-    target: str
-    """The prompt's base name, or the resource template's URI template."""
-    argument: str
-    """The argument or variable it completes."""
-    operation: Tool
-    """The hidden read-only operation that suggests values on the key's actor."""
 
 
 @final

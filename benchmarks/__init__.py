@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from ._report import Figure as Figure
     from ._report import Report as Report
+    from ._sizes import Sizes as Sizes
     from ._suite import PRESETS as PRESETS
     from ._suite import SCENARIOS as SCENARIOS
-    from ._suite import Sizes as Sizes
     from ._suite import run_suite as run_suite
 
 __all__ = ["PRESETS", "SCENARIOS", "Figure", "Report", "Sizes", "run_suite"]

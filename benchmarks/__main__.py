@@ -47,7 +47,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from ._against import Interleaved
-    from ._suite import Scenario, Sizes
+    from ._sizes import Sizes
+    from ._suite import Scenario
 
 __all__ = ["compare", "compare_parser", "main", "parser"]
 

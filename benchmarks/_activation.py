@@ -18,7 +18,7 @@ from ._report import Figure, ScenarioResult, Target, figure
 
 if TYPE_CHECKING:
     from ._measure import Progress
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = ["run_activation"]
 

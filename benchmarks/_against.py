@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from ._measure import Progress, Results
     from ._report import ScenarioResult
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = [
     "ROOT",

@@ -267,6 +267,14 @@ class HandlersDirect:
             del self._states[route]
         return 0
 
+    def watch(self, _watcher: object) -> Callable[[], None]:
+        """Changes are never told: the benchmark serves no resource to follow."""
+        return lambda: None
+
+    async def unavailable(self) -> str | None:
+        """Always serving: there is no backend to lose."""
+        return None
+
     async def call(self, params: Mapping[str, Any]) -> CallResult:
         """Prepare and run one call on its key's state, here and now."""
         # Looked up at the call: the --against worker imports this module against older

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from ._measure import Progress
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = ["NAME", "call_path_result", "measure_call_path", "run_call_path"]
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from actors import Runtime
 
     from ._measure import KeyedCall, Progress
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = ["run_churn"]
 

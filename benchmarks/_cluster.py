@@ -16,7 +16,7 @@ Callers in this process, one thread each, call through `Cluster.call`:
   Ray's own (GCS, raylet, agents), read from ``/proc`` over this process's
   tree; in process, this process alone;
 * **served** — the same light call over Streamable HTTP, as a 2026-era
-  request (no MCP session) that both servers answer on their lean path, from
+  request (no MCP session) that both servers answer on their fast path, from
   an HTTP client in this process, one caller and many, to ``python -m actors
   cluster --shards 2`` (which starts its own local Ray) and to ``python -m
   actors serve``, side by side: calls/s, and the CPU time per call of each
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from actors.cluster import Cluster
 
     from ._measure import Progress
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = ["run_cluster"]
 
@@ -120,7 +120,7 @@ def _fill(cluster: Cluster, sessions: list[str], sizes: Sizes) -> None:
                 filename=f"doc-{number}.txt",
                 content=_document(number, 32 * 1024),
             )
-            result = cluster.call(add)
+            result = cluster.call_blocking(add)
             assert not result.is_error, result.first_text
 
 
@@ -335,7 +335,7 @@ def _timed(call: Callable[[], T]) -> tuple[T, float]:
 
 def _first_calls(cluster: Cluster, sessions: list[str]) -> float:
     """Mean seconds of one call to each of `sessions`, one after the other."""
-    _, seconds = _timed(lambda: [cluster.call(_listing(s)) for s in sessions])
+    _, seconds = _timed(lambda: [cluster.call_blocking(_listing(s)) for s in sessions])
     return seconds / max(len(sessions), 1)
 
 
@@ -435,12 +435,12 @@ async def _served_rounds(sizes: Sizes, progress: Progress) -> dict[tuple[str, in
     return measured
 
 
-LEAN_VERSION: Final = "2026-07-28"
-"""A protocol version of the 2026 era: its plain tools/call is served on the lean path."""
+FAST_PATH_VERSION: Final = "2026-07-28"
+"""A protocol version of the 2026 era: its plain tools/call is served on the fast path."""
 _LEAN_HEADERS: Final = {
     "Accept": "application/json, text/event-stream",
     "Content-Type": "application/json",
-    "Mcp-Protocol-Version": LEAN_VERSION,
+    "Mcp-Protocol-Version": FAST_PATH_VERSION,
     "Mcp-Method": "tools/call",
     "Mcp-Name": "planning__list_goals",
 }
@@ -448,7 +448,7 @@ _LEAN_HEADERS: Final = {
 
 @attrs.define
 class _Served:
-    """A server in a subprocess, and an HTTP client sending it lean-path calls."""
+    """A server in a subprocess, and an HTTP client sending it fast-path calls."""
 
     http: httpx2.AsyncClient
     url: str
@@ -457,7 +457,7 @@ class _Served:
     async def call(self, session: str) -> None:
         """One 2026-era ``tools/call`` (stateless: no MCP session), answered in one body."""
         meta = {
-            "io.modelcontextprotocol/protocolVersion": LEAN_VERSION,
+            "io.modelcontextprotocol/protocolVersion": FAST_PATH_VERSION,
             "io.modelcontextprotocol/clientInfo": {"name": "benchmark", "version": "1"},
             "io.modelcontextprotocol/clientCapabilities": {},
             "sessionId": session,

@@ -80,7 +80,7 @@ if TYPE_CHECKING:
     from actors.store._batched import Loaded, Write
 
     from ._measure import Progress
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = ["Tally", "missing_writes", "run_durable", "tally_module"]
 

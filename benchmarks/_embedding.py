@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     import httpx2
 
     from ._measure import Contender, KeyedCall, Progress
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = ["CLIENT_KEEP_ALIVE", "SERVER_KEEP_ALIVE", "run_embedding"]
 

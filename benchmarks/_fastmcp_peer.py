@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from mcp.types import RequestParamsMeta
 
     from ._measure import Progress
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = [
     "FASTMCP_MEMORY",
@@ -458,7 +458,7 @@ def _figures(results: Results, driven: dict[str, Driven], sizes: Sizes) -> list[
 
 def run_fastmcp_peer(sizes: Sizes, progress: Progress) -> tuple[list[Figure], list[str]]:
     """The peer's figures and notes; no figures, and a note saying why, when it cannot run."""
-    missing = [name for name in ("mcp", "hypercorn") if importlib.util.find_spec(name) is None]
+    missing = [name for name in ("mcp", "httptools") if importlib.util.find_spec(name) is None]
     if missing:
         needs = ", ".join(missing)
         return [], [f"peer skipped: actors serve needs {needs} ({SERVER_HINT})"]

@@ -7,8 +7,8 @@ every POST with the JSON-RPC result of a ``tools/call``: the body parsed with
 server must do. ``--error`` (hypercorn-trio and raw-trio) answers a JSON-RPC
 error instead, so that a test can prove the load driver counts it.
 
-Only hypercorn-trio runs on the project's own extras; the others need
-``pip install httptools uvloop uvicorn``.
+raw-trio runs on the ``server`` extra and hypercorn-trio on the ``bench`` one; the
+others need ``pip install uvloop uvicorn``.
 
 Each design is the floor of one way to build the lean HTTP path: a framework
 (hypercorn, uvicorn) around a bare ASGI app, a bare parser (httptools) on a bare

@@ -5,8 +5,8 @@ memory (`benchmarks._fastmcp_server`), against ``python -m actors serve
 --state memory``, both doing the same planning-style work — create_goal and
 list_goals, alternately, spread over many sessions — driven by the official
 SDK client from this process. Each transport runs both servers as
-subprocesses: over stdio, and over Streamable HTTP on 127.0.0.1 (ours with
-hypercorn, FastMCP with uvicorn, each with its default logging). Rounds
+subprocesses: over stdio, and over Streamable HTTP on 127.0.0.1 (ours on its
+own HTTP server, FastMCP with uvicorn, each with its default logging). Rounds
 interleave the servers, with one caller and with many; each ratio pairs the
 two servers' batches of the same round.
 
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from ._measure import Progress
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = ["run_mcp_peer"]
 

@@ -22,7 +22,7 @@ from ._report import Figure, ScenarioResult, Series, Target, figure
 
 if TYPE_CHECKING:
     from ._measure import Progress
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = ["run_memory"]
 

@@ -45,7 +45,7 @@ from ._report import Figure, ScenarioResult, Target, figure
 
 if TYPE_CHECKING:
     from ._measure import Batch, Progress
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = ["EMPTY", "NONE", "PROMETHEUS", "run_observer"]
 

@@ -5,8 +5,9 @@ once and always stopped:
 
 * ``python -m actors serve --http … --state memory --log-level warning``, the
   default path (*new*);
-* the same with ``--sdk-http``, every request through the MCP SDK's transport
-  (*old*: ``serve --http`` before the lean path);
+* the same adapter behind the MCP SDK's own transport, every request through its
+  session manager, on hypercorn (*SDK*: `benchmarks._sdk_transport_peer`, what
+  ``serve --http`` was before it had a server and a fast path of its own);
 * FastMCP 4 over Streamable HTTP (`benchmarks._fastmcp_server`, its access
   log off), when its virtual environment exists.
 
@@ -35,6 +36,7 @@ time drifts; calls/s and latencies are reported beside them.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import shutil
 import urllib.error
@@ -58,6 +60,8 @@ from ._http_floors import (
 )
 from ._measure import Stats
 from ._report import Figure, Target, figure
+from ._sdk_transport_peer import PEER
+from ._sdk_transport_peer import command as sdk_transport_peer
 from ._wrk import run_wrk
 
 if TYPE_CHECKING:
@@ -65,7 +69,7 @@ if TYPE_CHECKING:
 
     from ._http_floors import Server
     from ._measure import Progress
-    from ._suite import Sizes
+    from ._sizes import Sizes
     from ._wrk import WrkResult
 
 __all__ = [
@@ -75,7 +79,7 @@ __all__ = [
     "FASTMCP",
     "HANDLE",
     "NEW",
-    "OLD",
+    "SDK",
     "SESSIONLESS",
     "Load",
     "envelope",
@@ -84,10 +88,10 @@ __all__ = [
 
 NAME: Final = "mcp"
 NEW: Final = "serve --http"
-OLD: Final = "serve --http --sdk-http"
+SDK: Final = PEER
 HANDLE: Final = f"{NEW} (handle)"
 FASTMCP: Final = f"FastMCP {FASTMCP_VERSION}"
-CONTENDERS: Final = (NEW, HANDLE, OLD, FASTMCP)
+CONTENDERS: Final = (NEW, HANDLE, SDK, FASTMCP)
 """In the order a round loads them (every other round, the reverse): the handle beside the
 `_meta` call it is paired with, on the same server, so that the machine's drift touches the
 pair alike."""
@@ -95,12 +99,13 @@ SESSIONLESS: Final = "2026-07-28"
 SESSIONFUL: Final = "2025-11-25"
 ERAS: Final = (SESSIONLESS, SESSIONFUL)
 CONNECTIONS: Final = (1, 50)
-CPU_TARGET: Final = Target("<=", 0.12)  # new / old server CPU per call (issue #24)
+CPU_TARGET: Final = Target("<=", 0.12)  # ours / the SDK transport's server CPU per call (#24)
 RATE_TARGET: Final = Target(">=", 5)  # new / FastMCP calls/s at 50 connections (issue #24)
 HANDLE_TARGET: Final = Target("<=", 1.1)  # handle / _meta server CPU per call (issue #35)
 _FORGED: Final = '"isError":true'
 """What a call carrying a forged handle must get: proof the server reads the handle."""
 WRK_HINT: Final = "apt-get install wrk"
+PEER_HINT: Final = "pip install -e '.[bench]'"
 _SERVER_SCRIPT: Final = Path(__file__).with_name("_fastmcp_server.py")
 
 Runs = dict[tuple[str, str, int], list["WrkResult"]]
@@ -289,7 +294,7 @@ def _answers(contender: _Contender, era: str) -> bool:
 def _started(fastmcp: str | None, notes: list[str]) -> Iterator[list[_Contender]]:
     """Every contender, listening and with its requests checked by hand."""
     commands = [(NEW, actors_serve(), ACTORS_SERVE_URL)]
-    commands.append((OLD, actors_serve("--sdk-http"), ACTORS_SERVE_URL))
+    commands.append((SDK, sdk_transport_peer(), ACTORS_SERVE_URL))  # it prints what serve does
     if fastmcp is not None:
         # -I: the script's folder (this package) is not put on FastMCP's path. uvicorn
         # prints the port it bound.
@@ -410,9 +415,9 @@ def _contender_figures(name: str, runs: Sequence[WrkResult], where: str) -> list
 
 
 def _pair_figures(runs: Runs, era: str, connections: int, where: str) -> list[Figure]:
-    new, old = runs[NEW, era, connections], runs[OLD, era, connections]
-    label = f"HTTP: server CPU per call, {NEW} / {OLD}, {where}"
-    figures = [figure(NAME, label, _paired(new, old, _server_us), "x", CPU_TARGET)]
+    new, sdk = runs[NEW, era, connections], runs[SDK, era, connections]
+    label = f"HTTP: server CPU per call, {NEW} / {SDK}, {where}"
+    figures = [figure(NAME, label, _paired(new, sdk, _server_us), "x", CPU_TARGET)]
     label = f"HTTP: server CPU per call, {HANDLE} / {NEW}, {where}"
     handled = _paired(runs[HANDLE, era, connections], new, _server_us)
     figures.append(figure(NAME, label, handled, "x", HANDLE_TARGET))
@@ -445,7 +450,8 @@ def _notes(sizes: Sizes, fastmcp: str | None) -> list[str]:
         f"HTTP: wrk (1 thread) POSTs one tools/call (planning__list_goals, FastMCP's list_goals) "
         f"for {sizes.http_seconds} s per run, {sizes.http_rounds} rounds interleaved across "
         f"servers and eras (every other round in the reverse order); {NEW} is the default "
-        f"path, {OLD} every request through the SDK's transport; 2026-07-28 is session-less, "
+        f"path, {SDK} the same adapter behind the SDK's own transport, every request through "
+        "its session manager (no gate, no fast path); 2026-07-28 is session-less, "
         "2025-11-25 one HTTP session per server",
         f"HTTP: {NEW} names the call's session in _meta (sessionId); {HANDLE} is the same "
         f"server and call with a handle from {HANDLE_TOOL} as its {HANDLE_ARGUMENT!r} argument "
@@ -462,9 +468,11 @@ def _notes(sizes: Sizes, fastmcp: str | None) -> list[str]:
 
 
 def run_over_http(sizes: Sizes, progress: Progress) -> tuple[list[Figure], list[str]]:
-    """The HTTP figures and notes; none, and a note saying why, without wrk."""
+    """The HTTP figures and notes; none, and a note saying why, without wrk or hypercorn."""
     if shutil.which("wrk") is None:
         return [], [f"HTTP figures skipped: wrk is not installed ({WRK_HINT})"]
+    if importlib.util.find_spec("hypercorn") is None:
+        return [], [f"HTTP figures skipped: {SDK} needs hypercorn ({PEER_HINT})"]
     fastmcp = find_fastmcp()
     notes = _notes(sizes, fastmcp)
     servers = len(CONTENDERS) - 1 - (fastmcp is None)  # the handle shares the default path

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from actors import Runtime
 
     from ._measure import Contender, KeyedCall, Progress
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = ["run_over_mcp"]
 
@@ -237,7 +237,7 @@ def _figures(results: Results) -> list[Figure]:
 
 def run_over_mcp(sizes: Sizes, progress: Progress) -> ScenarioResult:
     """Measure both servers over stdio and the hop in process, interleaved."""
-    missing = [name for name in ("mcp", "hypercorn") if importlib.util.find_spec(name) is None]
+    missing = [name for name in ("mcp", "httptools") if importlib.util.find_spec(name) is None]
     if missing:
         note = f"skipped: the MCP server needs {', '.join(missing)} ({SERVER_HINT})"
         return ScenarioResult(NAME, notes=(note,))

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from actors.store import StateStore
 
     from ._measure import Progress, Results
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = ["run_partitions"]
 

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from mcp.types import CallToolResult, RequestParamsMeta
 
     from ._measure import Progress
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = [
     "PART",
@@ -330,7 +330,7 @@ async def run_partwise(
     sizes: Sizes, directory: Path, progress: Progress
 ) -> tuple[list[Figure], list[str]]:
     """The part's figures and notes; none, and a note saying why, when it cannot run."""
-    missing = [name for name in ("mcp", "hypercorn") if importlib.util.find_spec(name) is None]
+    missing = [name for name in ("mcp", "httptools") if importlib.util.find_spec(name) is None]
     if missing:
         return [], [f"{PART} skipped: actors serve needs {', '.join(missing)} ({SERVER_HINT})"]
     part = await partwise_writes(sizes, directory, progress)

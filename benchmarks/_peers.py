@@ -41,7 +41,7 @@ from ._report import INSTALL_HINT, Figure, ScenarioResult, Target, figure
 
 if TYPE_CHECKING:
     from ._measure import Progress
-    from ._suite import Sizes
+    from ._sizes import Sizes
 
 __all__ = ["run_peers"]
 

@@ -32,6 +32,7 @@ from ._context import SessionSource as SessionSource
 from ._context import ToolContext as ToolContext
 from ._context import extract_context as extract_context
 from ._context import inject_context as inject_context
+from ._errors import CallError as CallError
 from ._errors import CallFormatError as CallFormatError
 from ._errors import ContextError as ContextError
 from ._errors import ProtocolError as ProtocolError
@@ -83,6 +84,7 @@ __all__ = [
     "ActorKey",
     "AudioContent",
     "BackendType",
+    "CallError",
     "CallFormatError",
     "CallResult",
     "Caller",

@@ -1,4 +1,5 @@
-"""Calling one module's tools as a session, for the module test files."""
+"""Calling a runtime's tools as a session: the params `runtime.call` takes, `call_tool` in a
+session or a whole context, and `ModuleCalls` for one module's tools."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from protocol import ToolContext, inject_context
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -15,20 +18,44 @@ if TYPE_CHECKING:
     from protocol import CallResult
 
 
+def call_params(name: str, session: str, /, **arguments: Any) -> dict[str, Any]:
+    """The params of a ``tools/call`` of `name` in `session`, as `runtime.call` takes them.
+
+    The session is named as a host names it: in ``_meta``. A fresh dict each
+    time, so a test may add to its ``_meta``.
+    """
+    return {"name": name, "arguments": arguments, "_meta": {"sessionId": session}}
+
+
+async def call_as(
+    runtime: Runtime, name: str, context: str | ToolContext, /, **arguments: Any
+) -> CallResult:
+    """`runtime.call_tool` of `name` in `context` (a session id, or a whole context).
+
+    The context travels in the arguments (``__sessionId`` and the rest). A
+    whole context is injected as a trusted middleware does; a bare session id is
+    added as it is, so that a test may send other context fields (or a session
+    the runtime must refuse) among `arguments`.
+    """
+    if isinstance(context, ToolContext):
+        return await runtime.call_tool(name, inject_context(arguments, context))
+    return await runtime.call_tool(name, {**arguments, "__sessionId": context})
+
+
 @attrs.frozen
 class ModuleCalls:
-    """`call`, `data` and `error` for the tools of module `module`."""
+    """`call`, `data`, `text` and `error` for the tools of module `module`."""
 
     module: str
 
-    async def call(self, runtime: Runtime, tool: str, session: str, **arguments: Any) -> CallResult:
+    async def call(
+        self, runtime: Runtime, tool: str, session: str, /, **arguments: Any
+    ) -> CallResult:
         """Call `module__tool` as session `session`."""
-        return await runtime.call_tool(
-            f"{self.module}__{tool}", {**arguments, "__sessionId": session}
-        )
+        return await call_as(runtime, f"{self.module}__{tool}", session, **arguments)
 
     async def data(
-        self, runtime: Runtime, tool: str, session: str, **arguments: Any
+        self, runtime: Runtime, tool: str, session: str, /, **arguments: Any
     ) -> dict[str, Any]:
         """The structured data of a call that must succeed."""
         result = await self.call(runtime, tool, session, **arguments)
@@ -36,7 +63,13 @@ class ModuleCalls:
         assert result.structured_content is not None
         return dict(result.structured_content)
 
-    async def error(self, runtime: Runtime, tool: str, session: str, **arguments: Any) -> str:
+    async def text(self, runtime: Runtime, tool: str, session: str, /, **arguments: Any) -> str:
+        """The text of a call that must succeed."""
+        result = await self.call(runtime, tool, session, **arguments)
+        assert not result.is_error, result.first_text
+        return result.first_text
+
+    async def error(self, runtime: Runtime, tool: str, session: str, /, **arguments: Any) -> str:
         """The message of a call that must fail with a tool error."""
         result = await self.call(runtime, tool, session, **arguments)
         assert result.is_error

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx2
 import trio
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from actors import open_runtime
 from actors.server import MCP_PATH, http_app
-from actors.server._http import http_adapter
 from actors.server._logs import LISTENING as LISTENING  # the URL, as text or JSON
 from actors.server._options import build_modules
+from actors.server.http._app import http_adapter
 from protocol import SERVICE_INFO_META_KEY
 
 if TYPE_CHECKING:
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from typing import IO
 
     import pytest
-    from mcp import types
 
     from actors import Runtime
     from actors.server import ServeOptions
@@ -92,6 +91,16 @@ async def stdio_session(*args: str, era: Era = "legacy") -> AsyncIterator[Client
                 yield await open_session(session, era)
 
 
+@asynccontextmanager
+async def sdk_http_session(
+    url: str, http: httpx2.AsyncClient, era: Era = "legacy"
+) -> AsyncIterator[ClientSession]:
+    """An SDK ClientSession over Streamable HTTP to `url`, its requests sent through `http`."""
+    async with streamable_http_client(url, http_client=http) as (read, write):
+        async with ClientSession(read, write) as session:
+            yield await open_session(session, era)
+
+
 def importable_module(
     folder: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: str
 ) -> None:
@@ -105,6 +114,69 @@ def importable_module(
 def texts(result: types.CallToolResult) -> str:
     """All text items of a result, joined by newlines."""
     return "\n".join(item.text for item in result.content if item.type == "text")
+
+
+def text_of(result: types.CallToolResult) -> str:
+    """The text of a result that holds exactly one content item, a text item."""
+    assert len(result.content) == 1, f"{len(result.content)} content items, not one: {result}"
+    (item,) = result.content
+    assert item.type == "text", f"the one content item is {item.type}, not text"
+    return item.text
+
+
+def resource_text(result: types.ReadResourceResult) -> str:
+    """The text of a ``resources/read`` result that holds exactly one content, a text."""
+    assert len(result.contents) == 1, f"{len(result.contents)} contents, not one: {result}"
+    (contents,) = result.contents
+    assert isinstance(contents, types.TextResourceContents), contents
+    return contents.text
+
+
+def json_texts(result: Mapping[str, Any]) -> str:
+    """All text items of a CallToolResult as JSON (the wire's camelCase), joined by newlines."""
+    return "\n".join(item["text"] for item in result["content"] if item["type"] == "text")
+
+
+def reply_text(reply: Mapping[str, Any]) -> str:
+    """The text of a JSON-RPC reply to a ``tools/call`` that succeeded with one text item."""
+    result = reply["result"]
+    assert not result.get("isError"), f"a call failed: {reply}"
+    assert len(result["content"]) == 1, f"not one content item: {reply}"
+    (item,) = result["content"]
+    assert item["type"] == "text", reply
+    text: str = item["text"]
+    return text
+
+
+def tools_call(
+    name: str,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    request_id: Any = 1,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A JSON-RPC ``tools/call`` request; `arguments` and ``_meta`` are sent only if given.
+
+    `request_id` is whatever the test puts on the wire, a bad id included.
+    """
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": _tools_call_params(name, arguments, meta),
+    }
+
+
+def _tools_call_params(
+    name: str, arguments: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A ``tools/call``'s params: `name`, and `arguments` and ``_meta`` where given."""
+    params: dict[str, Any] = {"name": name}
+    if arguments is not None:
+        params["arguments"] = arguments
+    if meta is not None:
+        params["_meta"] = meta
+    return params
 
 
 def service_of(result: types.CallToolResult) -> Mapping[str, Any]:
@@ -205,10 +277,7 @@ class RawServer:
         self, name: str, arguments: Mapping[str, Any], meta: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """A tools/call, with `meta` as its ``_meta`` if given; returns the JSON-RPC response."""
-        params = {"name": name, "arguments": arguments}
-        return await self.request(
-            "tools/call", params if meta is None else {**params, "_meta": meta}
-        )
+        return await self.request("tools/call", _tools_call_params(name, arguments, meta))
 
     async def initialize(self, version: str = "2025-11-25") -> None:
         """The legacy handshake, asking for protocol `version`."""
@@ -282,9 +351,8 @@ class HttpServer:
     ) -> AsyncIterator[ClientSession]:
         """An SDK ClientSession over Streamable HTTP, with `token` as its bearer token."""
         async with create_mcp_http_client(headers={**bearer(token), **(headers or {})}) as http:
-            async with streamable_http_client(self.url, http_client=http) as (read, write):
-                async with ClientSession(read, write) as session:
-                    yield await open_session(session, era)
+            async with sdk_http_session(self.url, http, era) as session:
+                yield session
 
 
 @asynccontextmanager
@@ -375,9 +443,8 @@ class InProcessHttp:
     ) -> AsyncIterator[ClientSession]:
         """An SDK ClientSession over Streamable HTTP, with `token` as its bearer token."""
         async with self.http(token, headers) as http:
-            async with streamable_http_client(self.URL, http_client=http) as (read, write):
-                async with ClientSession(read, write) as session:
-                    yield await open_session(session, era)
+            async with sdk_http_session(self.URL, http, era) as session:
+                yield session
 
 
 def bearer(token: str | None) -> dict[str, str]:

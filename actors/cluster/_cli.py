@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 
 from .._argparse import with_environment
+from ..server._addresses import is_loopback
 from ..server._cli import checked_options, configure_logging, run_server
 from ..server._cli import parser as serve_parser
-from ..server._options import is_loopback
 from ..server._serve import serve
 from ..store import check_store_url
 

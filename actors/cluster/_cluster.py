@@ -59,6 +59,7 @@ import math
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast, final
 
@@ -72,13 +73,26 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutErro
 
 from protocol import CallResult, Membership, call_name
 
+from .._client import CannotAskError, LogMessage
+from .._config import RuntimeConfig
 from .._error_result import error_result
 from .._errors import RuntimeCallError, UnknownToolError
 from .._prepare import prepare_call
+from .._progress import ProgressReport
 from .._registry import Registry
-from .._runtime import RuntimeConfig
+from .._target import Host
 from ..server._options import load_module
-from ._shard import Failed, Moved, WireCall, shard_class
+from ._shard import (
+    Channels,
+    Failed,
+    Heard,
+    Moved,
+    Refused,
+    Said,
+    SessionEnded,
+    WireCall,
+    shard_class,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
@@ -87,10 +101,11 @@ if TYPE_CHECKING:
 
     from protocol import Caller
 
-    from .._client import Asker, LogMessage
+    from .._client import Answer, Asker
     from .._prepare import PreparedCall
-    from .._progress import ProgressReport
     from .._runtime import RuntimeStatistics
+    from .._target import Watcher
+    from ._shard import Change
 
 __all__ = [
     "NAMESPACE",
@@ -172,6 +187,58 @@ class _Lane:
 
 
 @final
+@attrs.frozen
+class _Front:
+    """A call's channels on its front: where what its tool says on its shard goes."""
+
+    progress: Callable[[ProgressReport], None] | None
+    log: Callable[[LogMessage], None] | None
+    ask: Asker | None
+
+    @property
+    def channels(self) -> Channels:
+        """Which channels the shard's runtime gets: only these."""
+        return Channels(self.progress is not None, self.log is not None, self.ask is not None)
+
+    async def hear(self, said: Said, handle: Any, call_id: str) -> None:
+        """Hand `said` to its listener; a question is asked here and answered to the shard."""
+        if isinstance(said, ProgressReport):
+            if self.progress is not None:
+                self.progress(said)
+        elif isinstance(said, LogMessage):
+            if self.log is not None:
+                self.log(said)
+        else:
+            reply = await self._asked(said.asked)
+            # Not awaited: the shard's tool waits for it, and a lost shard ends the stream.
+            handle.answer.remote(call_id, said.number, reply)
+
+    async def _asked(self, asked: Callable[[Asker], Awaitable[Answer | str]]) -> Any:
+        """What the client answered (`asked` through this front's asker), or why it could not."""
+        assert self.ask is not None  # a shard asks only when its front has the channel
+        try:
+            return await asked(self.ask)
+        except CannotAskError as error:
+            return Refused(str(error))
+
+
+@attrs.define(eq=False)
+class _Watching:
+    """A front's watchers, and the shards' change streams it follows while it has any.
+
+    Touched on the loop of the first watcher only (Ray's callbacks hop there).
+    """
+
+    soon: Callable[[Callable[[], object]], object]  # runs a function on that loop, from anywhere
+    watchers: list[Watcher] = attrs.field(factory=list)
+    streams: dict[str, Any] = attrs.field(factory=dict)  # shard → its change stream
+
+    def follows(self, shard: str, stream: Any) -> bool:
+        """Whether `stream` is the change stream followed for `shard` (not one given up)."""
+        return self.streams.get(shard) is stream
+
+
+@final
 class Directory:
     """The cluster's membership and what its shards serve (the body of a Ray actor).
 
@@ -237,12 +304,15 @@ class Directory:
 
 
 @final
-class Cluster:
-    """A cluster's router (see `open_cluster` and `connect_cluster`).
+class Cluster(Host):
+    """A cluster's router (see `open_cluster` and `connect_cluster`): a host, as a runtime is.
 
-    Serves as the MCP server's call target (`config`, `registry`, `run`,
-    `end_session`), so ``actors cluster --http`` is ``actors serve --http``
-    in front of shards. `call` is the same from synchronous code.
+    It offers what every host does (`actors.CallTarget`): tools, resources,
+    prompts and completions run on their session's shard, with progress, log
+    messages and questions crossing back to the caller (`run`), and changes
+    on every shard heard through `watch`. So ``actors cluster --http`` is
+    ``actors serve --http`` in front of shards. `call_blocking` is `call`
+    for synchronous code.
     """
 
     def __init__(
@@ -264,18 +334,7 @@ class Cluster:
         self._counting = threading.Lock()  # sync callers count from their own threads
         self._calls_sent = 0
         self._ray_calls = 0
-
-    # ---- what the MCP server reads -------------------------------------------
-
-    @property
-    def config(self) -> RuntimeConfig:
-        """The runtime settings every shard runs with."""
-        return self._config
-
-    @property
-    def registry(self) -> Registry:
-        """The tools every shard serves."""
-        return self._registry
+        self._watching: _Watching | None = None  # while anyone watches
 
     # ---- placement -------------------------------------------------------------
 
@@ -300,7 +359,30 @@ class Cluster:
 
     # ---- calls -----------------------------------------------------------------
 
-    def call(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> CallResult:
+    def call(  # async, but still blocking where no loop runs (deprecated)
+        self, params: Mapping[str, Any], *, caller: Caller | None = None
+    ) -> Coroutine[Any, Any, CallResult]:
+        """Run one tools/call-shaped call on its session's shard: await it (`Host.call`).
+
+        Called from synchronous code (no event loop running in the thread),
+        it still blocks and returns the result, with a DeprecationWarning:
+        use `call_blocking` there.
+        """
+        try:
+            sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            warnings.warn(
+                "Cluster.call from synchronous code is deprecated: it is a coroutine, as on "
+                "every host; call Cluster.call_blocking instead",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return self.call_blocking(params, caller=caller)  # type: ignore[return-value]
+        return super().call(params, caller=caller)
+
+    def call_blocking(
+        self, params: Mapping[str, Any], *, caller: Caller | None = None
+    ) -> CallResult:
         """Run a tools/call-shaped call on its session's shard, waiting for its result.
 
         Raises UnknownToolError and ProtocolError as `Runtime.call` does; every
@@ -332,12 +414,17 @@ class Cluster:
     ) -> CallResult:
         """Run a prepared call on its session's shard (under trio or asyncio).
 
-        Progress, log messages and questions do not cross to the shards:
-        `progress` and `log` hear nothing, and a tool that asks gets
-        CannotAskError. Raises ShardLostError for a shard lost during the call.
+        `progress` and `log` hear what the tool reports and logs on its shard,
+        and `ask` answers its questions, all on this loop (see "Client
+        channels" in `actors.cluster._shard`); neither listener may block. A
+        call given none of them travels as before, batched with the loop's
+        other calls. Raises ShardLostError for a shard lost during the call.
         """
-        del progress, log, ask
-        exchange = functools.partial(self._batched, WireCall.of(call))
+        wire = WireCall.of(call)
+        if progress is None and log is None and ask is None:
+            exchange = functools.partial(self._batched, wire)
+        else:
+            exchange = functools.partial(self._conversed, wire, _Front(progress, log, ask))
         reply = await self._routed(call.context.session_id, exchange, _resolved)
         # Each item keeps its own provenance from its _meta, or gets the tool's.
         return CallResult.from_wire(reply, call.tool.service)
@@ -422,6 +509,31 @@ class Cluster:
         if waiting.error is not None:
             raise waiting.error
         return waiting.answer
+
+    async def _conversed(self, wire: WireCall, front: _Front, shard: str) -> Any:
+        """`wire`'s answer from `shard` in a Ray call of its own, hearing what it says on the way.
+
+        Cancelled, it cancels the shard's stream: the call is told (see
+        `ShardHost.converse`).
+        """
+        handle = await self._awaited_handle(shard)
+        call_id = uuid.uuid4().hex
+        self._count(1)
+        converse = handle.converse.options(num_returns="streaming")
+        stream = converse.remote(call_id, wire, front.channels)
+        answered = False
+        try:
+            while True:
+                item = await _resolved(await _next_ref(stream))
+                if not isinstance(item, Heard):
+                    answered = True
+                    return item
+                for said in item.said:
+                    await front.hear(said, handle, call_id)
+        finally:
+            if not answered:
+                with contextlib.suppress(*_SHARD_LOST):  # a lost shard has no call to tell
+                    ray.cancel(stream)
 
     async def _lane(self, shard: str) -> _Lane:
         """This loop's lane to `shard`, made if it has none (the handle looked up off the loop)."""
@@ -541,6 +653,112 @@ class Cluster:
                 return f"the cluster {self._name!r} cannot be reached: {type(error).__name__}"
             return None
         return f"the cluster {self._name!r} did not answer within {_PROBE_TIMEOUT:g} s"
+
+    # ---- changes (see `watch`) ---------------------------------------------------
+
+    def watch(self, watcher: Watcher) -> Callable[[], None]:
+        """Tell `watcher` of every change of a key's state on any shard from now on; how to stop.
+
+        Call it on the event loop (trio or asyncio) that is to hear: watchers
+        are told there, synchronously, and must not block (with several
+        watchers, all on the loop of the first). While anyone watches, each
+        shard streams its changes here (`ShardHost.changes`): with nobody
+        watching, a call pays nothing for it. A shard that joins is followed
+        once a shard commits the membership naming it; a stream lost with its
+        shard is followed again once the shard is back (what changed meanwhile
+        is not told). A change is heard once its shard's stream is open: the
+        first watcher's streams open with their first Ray call.
+        """
+        watching = self._watching
+        if watching is None:
+            watching = self._watching = _Watching(_soon())
+            self._follow_every(watching, self._membership)
+        watching.watchers.append(watcher)
+
+        def unwatch() -> None:
+            with contextlib.suppress(ValueError):
+                watching.watchers.remove(watcher)
+            if not watching.watchers and self._watching is watching:
+                self._watching = None
+                for stream in watching.streams.values():
+                    with contextlib.suppress(*_SHARD_LOST):
+                        ray.cancel(stream)  # the shard stops watching its runtime
+
+        return unwatch
+
+    def _follow_every(self, watching: _Watching, membership: Membership) -> None:
+        """Follow the change stream of each shard of `membership` not followed yet."""
+        if membership.epoch > self._membership.epoch:
+            self._membership = membership
+        for shard in membership.shards:
+            if shard not in watching.streams:
+                # A shard another process started is looked up by name here, once.
+                changes = self._handle(shard).changes.options(num_returns="streaming")
+                stream = watching.streams[shard] = changes.remote()
+                self._await_changes(watching, shard, stream)
+
+    def _await_changes(self, watching: _Watching, shard: str, stream: Any) -> None:
+        """Take `stream`'s next changes on the watchers' loop once Ray has them (a callback)."""
+        expected, _ = stream.worker.core_worker.peek_object_ref_stream(stream._generator_ref)
+        _on_loop(watching, expected, functools.partial(self._changes_came, watching, shard, stream))
+
+    def _changes_came(self, watching: _Watching, shard: str, stream: Any, _: object) -> None:
+        if not watching.follows(shard, stream):
+            return  # no longer followed
+        try:
+            ref = stream._next_sync(timeout_s=0)
+        except StopIteration:
+            self._lost_changes(watching, shard, "it ended")
+            return
+        if ref.is_nil():  # not there after all: wait again
+            self._await_changes(watching, shard, stream)
+            return
+        _on_loop(watching, ref, functools.partial(self._changes_read, watching, shard, stream))
+
+    def _changes_read(self, watching: _Watching, shard: str, stream: Any, future: Any) -> None:
+        if not watching.follows(shard, stream):
+            return
+        try:
+            changes: tuple[Change, ...] = future.result()
+        except Exception as error:  # the shard lost, or its stream failed
+            self._lost_changes(watching, shard, type(error).__name__)
+            return
+        for change in changes:
+            self._tell(watching, change)
+        self._await_changes(watching, shard, stream)
+
+    def _tell(self, watching: _Watching, change: Change) -> None:
+        """Tell each watcher of `change`; a membership is followed instead (its new shards)."""
+        if isinstance(change, Membership):
+            self._follow_every(watching, change)
+            return
+        for watcher in tuple(watching.watchers):
+            try:
+                if isinstance(change, SessionEnded):
+                    watcher.session_ended(change.session_id)
+                else:
+                    watcher.key_changed(change)
+            except Exception:  # a watcher's bug must not stop the others hearing
+                logger.exception("a watcher failed on the change %s", change)
+
+    def _lost_changes(self, watching: _Watching, shard: str, why: str) -> None:
+        """`shard`'s stream is gone: follow it again if the directory still names it."""
+        del watching.streams[shard]
+        logger.warning("the change stream of %s ended (%s); following it again", shard, why)
+
+        def read(future: Any) -> None:
+            if self._watching is not watching:
+                return
+            try:
+                committed, _ = future.result()
+            except Exception as error:
+                logger.warning(
+                    "its directory does not answer (%s): %s is not followed", error, shard
+                )
+                return
+            self._follow_every(watching, committed)
+
+        _on_loop(watching, self._directory.memberships.remote(), read)
 
     # ---- introspection ---------------------------------------------------------
 
@@ -692,6 +910,37 @@ def _soon() -> Callable[[Callable[[], object]], object]:
     return trio.lowlevel.current_trio_token().run_sync_soon
 
 
+def _on_loop(watching: _Watching, ref: Any, then: Callable[[Any], None]) -> None:
+    """Once `ref` is ready, run ``then(its future)`` on the watchers' loop (unless it ended)."""
+    future = ref.future()
+
+    def back(_: object) -> None:  # on one of Ray's threads
+        with contextlib.suppress(trio.RunFinishedError, RuntimeError):  # the loop is gone
+            watching.soon(functools.partial(then, future))
+
+    future.add_done_callback(back)
+
+
+async def _next_ref(stream: Any) -> Any:
+    """The next object ref of a Ray streaming generator, awaited under trio or asyncio.
+
+    Ray's own ``async for`` runs on asyncio only: this awaits the ref Ray
+    expects next, then takes it without waiting. Raises RuntimeCallError for
+    a stream that ended without an answer.
+    """
+    while True:
+        expected, ready = stream.worker.core_worker.peek_object_ref_stream(stream._generator_ref)
+        if not ready:
+            await _settled(expected)
+        try:
+            ref = stream._next_sync(timeout_s=0)
+        except StopIteration:
+            msg = "the shard ended the call's stream without its answer"
+            raise RuntimeCallError(msg) from None
+        if not ref.is_nil():
+            return ref
+
+
 async def _got(ref: Any) -> Any:
     """The value of a Ray object ref, blocking the thread: for `_blocking` only."""
     return ray.get(ref)
@@ -713,9 +962,16 @@ def _blocking(coroutine: Coroutine[Any, Any, T]) -> T:
 
 async def _resolved(ref: Any) -> Any:
     """The value of a Ray object ref, awaited without a thread."""
-    if sniffio.current_async_library() == "asyncio":
-        return await asyncio.wrap_future(ref.future())
+    return (await _settled(ref)).result()
+
+
+async def _settled(ref: Any) -> Any:
+    """The future of a Ray object ref, once it is settled (a value or an error): no thread."""
     future = ref.future()
+    if sniffio.current_async_library() == "asyncio":
+        with contextlib.suppress(Exception):  # read by the caller, from the future
+            await asyncio.wrap_future(future)
+        return future
     token = trio.lowlevel.current_trio_token()
     done = trio.Event()
 
@@ -727,7 +983,7 @@ async def _resolved(ref: Any) -> Any:
     # Cancelled here (the client went away, shutdown's grace ran out): the call goes on
     # at its shard, which answers it in order; only its reply is dropped.
     await done.wait()
-    return future.result()
+    return future
 
 
 def _start_shard(

@@ -26,6 +26,26 @@ same words an MCP client reads.
 
 A front sends the calls it has for a shard together (`call_batch`): one Ray
 call for many tool calls, each run as `call` runs it and answered on its own.
+
+Client channels
+---------------
+A call whose front has channels to its client (progress, a log, questions)
+goes by `converse` instead, a Ray streaming generator: it yields what the
+tool says as it says it (`Heard`: progress reports, log messages, and the
+questions `Form` and `Sampling`), then the call's answer. The front answers
+a question through `answer`; the tool waits for it, as it waits for a client
+in process. When the front's caller goes away, the front cancels the stream:
+the call is told (its questions waiting, and any it asks later, raise
+CannotAskError) and the tool runs on without them, as a cancelled call does
+in a runtime. A call without channels never takes this path: it costs what it
+did before.
+
+Changes
+-------
+A front that watches (`Cluster.watch`) streams each shard's changes
+(`changes`, another streaming generator) for as long as it watches: the keys
+whose state changed, the sessions ended (`SessionEnded`), and each membership
+the shard commits, so that the front follows a shard that joins.
 """
 
 from __future__ import annotations
@@ -33,31 +53,50 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
 import os
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, final
 
 import attrs
 import ray
 
+from .._client import Answer, CannotAskError, LogMessage
 from .._error_result import error_result
 from .._errors import RuntimeCallError
 from .._guest import open_asyncio_runtime
 from .._prepare import PreparedCall
+from .._progress import ProgressReport
 from ..server._options import load_module
+from ..server.mcp._client_channels import ASK_TIMEOUT, LOG_QUEUE
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
     from prometheus_client.core import Metric
 
     from protocol import Membership, ToolContext
 
+    from .._client import Asker
+    from .._config import RuntimeConfig
     from .._guest import AsyncioRuntime
     from .._prepare import Route
-    from .._runtime import RuntimeConfig, RuntimeStatistics
+    from .._runtime import RuntimeStatistics
     from ..telemetry import PrometheusMetrics
 
-__all__ = ["Failed", "Moved", "ShardHost", "WireCall"]
+__all__ = [
+    "Change",
+    "Channels",
+    "Failed",
+    "Form",
+    "Heard",
+    "Moved",
+    "Refused",
+    "Said",
+    "Sampling",
+    "SessionEnded",
+    "ShardHost",
+    "WireCall",
+]
 
 
 @final
@@ -118,6 +157,231 @@ class WireCall:
 
 
 @final
+@attrs.frozen
+class Channels:
+    """Which client channels a call's front has: only those reach the tool on its shard.
+
+    A tool that asks with no ``ask`` here gets CannotAskError, as in process.
+    """
+
+    progress: bool
+    """Whether the front hears progress reports."""
+    log: bool
+    """Whether the front hears log messages."""
+    ask: bool
+    """Whether the front can ask its client questions."""
+
+
+@final
+@attrs.frozen
+class Form:
+    """A call's question to its user (form elicitation), crossing to its front."""
+
+    number: int
+    """Which question of the call (the front's `ShardHost.answer` names it)."""
+    message: str
+    """What the user is asked."""
+    schema: Mapping[str, Any]
+    """The form, a flat JSON Schema object."""
+
+    async def asked(self, asker: Asker) -> Answer:
+        """Ask it through the front's `asker`: the user's answer."""
+        return await asker.elicit(self.message, self.schema)
+
+
+@final
+@attrs.frozen
+class Sampling:
+    """A call's question to its client's model (sampling), crossing to its front."""
+
+    number: int
+    """Which question of the call (the front's `ShardHost.answer` names it)."""
+    messages: Sequence[Mapping[str, Any]]
+    """The MCP sampling messages."""
+    max_tokens: int
+    """How long the answer may be."""
+    system_prompt: str | None
+    """The system prompt, if any."""
+    temperature: float | None
+    """The sampling temperature, if any."""
+
+    async def asked(self, asker: Asker) -> str:
+        """Ask it through the front's `asker`: the model's text."""
+        return await asker.sample(
+            self.messages,
+            max_tokens=self.max_tokens,
+            system_prompt=self.system_prompt,
+            temperature=self.temperature,
+        )
+
+
+@final
+@attrs.frozen
+class Refused:
+    """The front's answer to a question it could not ask: the tool gets CannotAskError."""
+
+    reason: str
+    """Why, in the words the tool's error gives."""
+
+
+Said: TypeAlias = "ProgressReport | LogMessage | Form | Sampling"
+"""What a call says to its client on the way: a report, a log message, or a question."""
+
+
+@final
+@attrs.frozen
+class Heard:
+    """What a call said to its client since the stream last yielded, in order (`converse`)."""
+
+    said: tuple[Said, ...]
+    """Progress reports, log messages and questions, in the order the tool made them."""
+
+
+@final
+@attrs.frozen
+class SessionEnded:
+    """A change a shard streams (`ShardHost.changes`): the session was ended there."""
+
+    session_id: str
+    """The session ended."""
+
+
+Change: TypeAlias = "Route | SessionEnded | Membership"
+"""What a shard's change stream carries: a key changed, a session ended, a membership committed."""
+_WAITING: Final = LOG_QUEUE
+"""A call's log messages waiting on its shard at most (more are dropped, and counted), and its
+progress reports (a newer one then replaces the newest kept: only the newest matters)."""
+_ASK_GRACE: Final = 30.0
+"""Seconds a shard's question outwaits the front's own bound (`ASK_TIMEOUT`), which names
+the client: this one only ends a question whose front is gone without a word."""
+
+
+@attrs.define(eq=False)
+class _Conversation:
+    """A call with channels on its shard: what it said and not yet streamed, its open questions.
+
+    Touched on the actor's loop only (the runtime's listeners run there too).
+    """
+
+    stirred: asyncio.Event = attrs.field(factory=asyncio.Event)  # said something, or ended
+    said: list[Said] = attrs.field(factory=list)
+    logs: int = 0  # log messages in `said`
+    reports: int = 0  # progress reports in `said`
+    dropped: int = 0  # log messages dropped since the stream last yielded
+    questions: dict[int, asyncio.Future[Any]] = attrs.field(factory=dict)
+    numbers: itertools.count[int] = attrs.field(factory=itertools.count)
+    ended: str | None = None  # why no question is answered any more
+
+    def hear(self, said: Said) -> None:
+        """Keep `said` for the stream; beyond the bound, a report replaces the newest one kept."""
+        if isinstance(said, ProgressReport):
+            if self.reports >= _WAITING and isinstance(self.said[-1], ProgressReport):
+                self.said[-1] = said
+                return
+            self.reports += 1
+            self.said.append(said)
+        elif isinstance(said, LogMessage):
+            if self.logs >= _WAITING:
+                self.dropped += 1
+                return
+            self.logs += 1
+            self.said.append(said)
+        else:
+            self.said.append(said)
+        self.stirred.set()
+
+    def take(self) -> Heard:
+        """Everything said since the last take."""
+        said = self.said
+        if self.dropped:
+            text = f"{self.dropped} more log messages of this call were dropped on its shard"
+            said.append(LogMessage("warning", text, "actors.cluster"))
+        self.said, self.logs, self.reports, self.dropped = [], 0, 0, 0
+        return Heard(tuple(said))
+
+    async def ask(self, question: Callable[[int], Form | Sampling]) -> Any:
+        """Send the question `question` makes of its number; the front's answer, when it comes."""
+        if self.ended is not None:
+            raise CannotAskError(self.ended)
+        number = next(self.numbers)
+        answer = self.questions[number] = asyncio.get_running_loop().create_future()
+        self.hear(question(number))
+        try:
+            reply = await asyncio.wait_for(answer, ASK_TIMEOUT + _ASK_GRACE)
+        except TimeoutError:
+            msg = f"cannot ask: the call's front did not answer within {ASK_TIMEOUT:g} s"
+            raise CannotAskError(msg) from None
+        finally:
+            self.questions.pop(number, None)
+        if isinstance(reply, Refused):
+            raise CannotAskError(reply.reason)
+        return reply
+
+    def answer(self, number: int, reply: Any) -> bool:
+        """Deliver the front's `reply` to question `number`; False if it waits no more."""
+        waiting = self.questions.get(number)
+        if waiting is None or waiting.done():
+            return False
+        waiting.set_result(reply)
+        return True
+
+    def end(self, why: str) -> None:
+        """No answer will come: each question waiting, and each later one, raises CannotAskError."""
+        self.ended = why
+        for waiting in self.questions.values():
+            if not waiting.done():
+                waiting.set_exception(CannotAskError(why))
+
+
+@final
+class _ShardAsker:
+    """A call's `Asker` on its shard: each question crosses to the front, which asks its client."""
+
+    def __init__(self, conversation: _Conversation) -> None:
+        self._conversation = conversation
+
+    async def elicit(self, message: str, schema: Mapping[str, Any]) -> Answer:
+        """Ask the user to fill in a form, through the call's front."""
+        answer: Answer = await self._conversation.ask(lambda number: Form(number, message, schema))
+        return answer
+
+    async def sample(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        system_prompt: str | None,
+        temperature: float | None,
+    ) -> str:
+        """Ask the client's model, through the call's front; its text."""
+        text: str = await self._conversation.ask(
+            lambda number: Sampling(number, messages, max_tokens, system_prompt, temperature)
+        )
+        return text
+
+
+@attrs.define(eq=False)
+class _Feed:
+    """A `Watcher` of a shard's runtime for one front's change stream (`ShardHost.changes`)."""
+
+    stirred: asyncio.Event = attrs.field(factory=asyncio.Event)
+    changes: list[Change] = attrs.field(factory=list)
+
+    def tell(self, change: Change) -> None:
+        """Keep `change` for the stream."""
+        self.changes.append(change)
+        self.stirred.set()
+
+    def key_changed(self, route: Route) -> None:
+        """The runtime's word: the state of `route`'s key may have changed."""
+        self.tell(route)
+
+    def session_ended(self, session_id: str) -> None:
+        """The runtime's word: the session was ended."""
+        self.tell(SessionEnded(session_id))
+
+
+@final
 class ShardHost:
     """The body of a shard's Ray actor; `open_cluster` starts them.
 
@@ -152,6 +416,8 @@ class ShardHost:
         self._running: collections.Counter[str] = collections.Counter()  # calls per session
         # Notified when a commit lands and, during a handover, when a call ends.
         self._changed = asyncio.Condition()
+        self._conversations: dict[str, _Conversation] = {}  # calls with channels, by call id
+        self._feeds: set[_Feed] = set()  # the change streams of the fronts that watch
 
     async def _opened(self) -> AsyncioRuntime:
         if self._runtime is not None:
@@ -174,15 +440,77 @@ class ShardHost:
         async with self._owning(call.context.session_id) as runtime:
             if runtime is None:
                 return self._moved()
-            tool = runtime.registry.operation(call.tool)  # a tool, or a resource's read...
-            prepared = PreparedCall(
-                tool, call.context, call.arguments, call.route, call.session_defaulted, call.meta
+            return await _run(runtime, call)
+
+    async def converse(
+        self, call_id: str, call: WireCall, channels: Channels
+    ) -> AsyncIterator[Heard | dict[str, Any] | Moved | Failed]:
+        """`call` with its client channels, as a Ray streaming generator (see "Client channels").
+
+        Yields `Heard` as the tool says things, then the MCP wire result (or
+        only `Moved`). The front answers the questions with `answer`, naming
+        `call_id`. Cancelled (the front's caller went away), the call's
+        questions raise CannotAskError and the tool runs on without its front.
+        """
+        async with self._owning(call.context.session_id) as runtime:
+            if runtime is None:
+                yield self._moved()
+                return
+            conversation = self._conversations[call_id] = _Conversation()
+            running = asyncio.ensure_future(
+                _run(runtime, call, **_listeners(conversation, channels))
             )
+            running.add_done_callback(lambda _: conversation.stirred.set())
             try:
-                result = await runtime.run(prepared)
-            except RuntimeCallError as error:
-                result = error_result(error, tool.service)
-            return result.to_wire()
+                while True:
+                    if conversation.said:
+                        yield conversation.take()
+                    elif running.done():
+                        break
+                    else:
+                        conversation.stirred.clear()  # nothing waits unheard: checked just above
+                        await conversation.stirred.wait()
+                yield _outcome(running)
+            finally:
+                conversation.end("cannot ask: the call's client went away (the call was cancelled)")
+                running.cancel()  # the runtime's rules: withdrawn if queued, else it runs on
+                del self._conversations[call_id]
+
+    async def answer(self, call_id: str, number: int, reply: Answer | str | Refused) -> bool:
+        """The front's `reply` to question `number` of call `call_id`; False if none waits."""
+        conversation = self._conversations.get(call_id)
+        return conversation is not None and conversation.answer(number, reply)
+
+    async def conversations(self) -> dict[str, int]:
+        """The calls with channels here, with their questions waiting (tests check none stays)."""
+        return {call: len(each.questions) for call, each in self._conversations.items()}
+
+    async def watching(self) -> int:
+        """How many change streams are open here (tests check none outlives its watchers)."""
+        return len(self._feeds)
+
+    async def changes(self) -> AsyncIterator[tuple[Change, ...]]:
+        """This shard's changes, as a Ray streaming generator, until the front cancels it.
+
+        First the committed membership (the stream is watching from then on),
+        then every change of a key's state and every ended session, in
+        batches, and every membership committed later.
+        """
+        runtime = await self._opened()
+        feed = _Feed()
+        unwatch = runtime.watch(feed)
+        self._feeds.add(feed)
+        try:
+            assert self._committed is not None
+            yield (self._committed,)
+            while True:
+                await feed.stirred.wait()
+                feed.stirred.clear()
+                changes, feed.changes = feed.changes, []
+                yield tuple(changes)
+        finally:
+            self._feeds.discard(feed)
+            unwatch()
 
     async def call_batch(self, calls: list[WireCall]) -> list[dict[str, Any] | Moved | Failed]:
         """Each of `calls` as `call` runs it, all at once: their answers, in their order.
@@ -269,6 +597,8 @@ class ShardHost:
         async with self._changed:
             if membership.epoch > self._committed.epoch:
                 self._committed = membership
+                for feed in self._feeds:  # the fronts that watch follow a shard that joins
+                    feed.tell(membership)
             if self._pending is not None and self._pending.epoch <= membership.epoch:
                 self._pending = None
             self._changed.notify_all()
@@ -306,6 +636,42 @@ class ShardHost:
         """Stop the runtime: calls in flight finish, every state's ``on_stop`` runs."""
         await self._stack.aclose()
         self._runtime = None
+
+
+async def _run(
+    runtime: AsyncioRuntime,
+    call: WireCall,
+    progress: Callable[[ProgressReport], None] | None = None,
+    log: Callable[[LogMessage], None] | None = None,
+    ask: Asker | None = None,
+) -> dict[str, Any]:
+    """Run `call` on `runtime` with the channels given: its MCP wire result, refusals included."""
+    tool = runtime.registry.operation(call.tool)  # a tool, or a resource's read...
+    prepared = PreparedCall(
+        tool, call.context, call.arguments, call.route, call.session_defaulted, call.meta
+    )
+    try:
+        result = await runtime.run(prepared, progress=progress, log=log, ask=ask)
+    except RuntimeCallError as error:
+        result = error_result(error, tool.service)
+    return result.to_wire()
+
+
+def _outcome(running: asyncio.Future[dict[str, Any]]) -> dict[str, Any] | Failed:
+    """A finished call's wire result; `Failed` if the shard's own code raised (a bug)."""
+    try:
+        return running.result()
+    except Exception as error:  # as `call_batch` says so: for this call, in words
+        return Failed(f"{type(error).__name__}: {error}")
+
+
+def _listeners(conversation: _Conversation, channels: Channels) -> dict[str, Any]:
+    """The runtime's listeners and asker for the channels the front has, all to `conversation`."""
+    return {
+        "progress": conversation.hear if channels.progress else None,
+        "log": conversation.hear if channels.log else None,
+        "ask": _ShardAsker(conversation) if channels.ask else None,
+    }
 
 
 def _metrics() -> PrometheusMetrics:

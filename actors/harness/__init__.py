@@ -35,7 +35,7 @@ from ._isolation import LostWrite as LostWrite
 from ._isolation import NoVerdict as NoVerdict
 from ._isolation import Timeouts as Timeouts
 from ._isolation import ToolCall as ToolCall
-from ._isolation import check_isolation as check_isolation
+from ._isolation_check import check_isolation as check_isolation
 from ._load import LATE_AFTER as LATE_AFTER
 from ._load import Latency as Latency
 from ._load import LoadPlan as LoadPlan

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 import trio
 
-from .._argparse import Parser
-from ..server._cli import _positive_int, _positive_seconds, _seconds_or_zero
+from .._argparse import Parser, positive_int, positive_seconds, seconds_or_zero
 from ._eras import DEFAULT_ERA, ERAS, era_hint, version_of
 from ._handles import DEFAULT_ARGUMENT, DEFAULT_KEY, DEFAULT_TOOL, Handles
 from ._load import SILENCE_TIMEOUTS, LoadPlan, first_of_ours, run_load
@@ -40,7 +39,15 @@ if TYPE_CHECKING:
     from ._mix import Mix
     from ._targets import Target
 
-__all__ = ["main", "parser"]
+__all__ = [
+    "check_target",
+    "handles_of",
+    "main",
+    "open_target",
+    "parser",
+    "run_until_signalled",
+    "targeting_parser",
+]
 
 _DEFAULT_SECONDS: Final = 10.0
 ResultT = TypeVar("ResultT")
@@ -144,13 +151,13 @@ def _add_target_options(cli: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--server-pid",
         metavar="PID",
-        type=_positive_int,
+        type=positive_int,
         help="with --url: the local server's process, to report its CPU time per call",
     )
     group.add_argument(
         "--open-timeout",
         metavar="SECONDS",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=OPEN_TIMEOUT,
         help="a session not open in this long (the server started and its answer to "
         f"initialize received) stops the run: no answer (default {OPEN_TIMEOUT:g})",
@@ -211,26 +218,26 @@ def _add_mix_options(cli: argparse.ArgumentParser) -> None:
 def _add_load_options(cli: argparse.ArgumentParser) -> None:
     group = cli.add_argument_group("load")
     group.add_argument(
-        "--sessions", metavar="N", type=_positive_int, default=1, help="MCP sessions (default 1)"
+        "--sessions", metavar="N", type=positive_int, default=1, help="MCP sessions (default 1)"
     )
     group.add_argument(
         "--callers",
         metavar="N",
-        type=_positive_int,
+        type=positive_int,
         help="concurrent callers, spread over the sessions (default: one per session)",
     )
     length = group.add_mutually_exclusive_group()
     length.add_argument(
         "--duration",
         metavar="SECONDS",
-        type=_positive_seconds,
+        type=positive_seconds,
         help=f"measure for this long (default {_DEFAULT_SECONDS:g} s)",
     )
-    length.add_argument("--calls", metavar="N", type=_positive_int, help="measure this many calls")
+    length.add_argument("--calls", metavar="N", type=positive_int, help="measure this many calls")
     group.add_argument(
         "--warmup",
         metavar="SECONDS",
-        type=_seconds_or_zero,
+        type=seconds_or_zero,
         default=0.0,
         help="run the load this long first, not counted (default 0)",
     )
@@ -244,7 +251,7 @@ def _add_load_options(cli: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--timeout",
         metavar="SECONDS",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=30.0,
         help="a call not answered in this long counts as a timeout (default 30); "
         f"no call answered for {SILENCE_TIMEOUTS} times this long stops the run (exit 1)",
@@ -274,7 +281,7 @@ def parser(prog: str = "mcp-actors bench") -> argparse.ArgumentParser:
     return cli
 
 
-def _check_target(cli: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+def check_target(cli: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse target options given with a target they do not apply to; check the modules."""
     given = {
         "--http": args.http and args.module is None,
@@ -385,7 +392,7 @@ async def run_until_signalled(
 
 
 @asynccontextmanager
-async def _target(args: argparse.Namespace) -> AsyncIterator[Target]:
+async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
     """The target the options name, its server running meanwhile if bench starts one."""
     opening, era = args.open_timeout, args.era
     # A module served here mints handles when the calls are to carry them.
@@ -412,7 +419,7 @@ async def _measure(args: argparse.Namespace, plan: LoadPlan, prog: str) -> LoadR
     def progress(line: str) -> None:
         print(f"{prog}: {line}", file=sys.stderr, flush=True)
 
-    async with _target(args) as target:
+    async with open_target(args) as target:
         return await run_load(target, plan, describe=_describe(args), progress=progress)
 
 
@@ -421,7 +428,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors bench") -> i
     start, or stopped answering), 2 bad usage, 130 a signal ended it."""
     cli = parser(prog)
     args = cli.parse_args(sys.argv[1:] if argv is None else list(argv))
-    _check_target(cli, args)
+    check_target(cli, args)
     quiet_sdk_garbage_logs()
     if args.json is not None and not args.json.parent.is_dir():
         cli.error(f"--json: the folder {args.json.parent} does not exist")

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from ..server._cli import _positive_int, _positive_seconds
-from ._cli import _check_target, _target, handles_of, run_until_signalled, targeting_parser
+from .._argparse import positive_int, positive_seconds
+from ._cli import check_target, handles_of, open_target, run_until_signalled, targeting_parser
 from ._eras import era_hint
 from ._isolation import (
     SESSION,
@@ -42,9 +42,8 @@ from ._isolation import (
     NoVerdict,
     Timeouts,
     ToolCall,
-    check_isolation,
-    check_templates,
 )
+from ._isolation_check import check_isolation, check_templates
 from ._load import unwrapped
 from ._targets import NoAnswer, TargetError, garbage_note, quiet_sdk_garbage_logs
 
@@ -148,7 +147,7 @@ def parser(prog: str = "mcp-actors check-isolation") -> argparse.ArgumentParser:
     calls.add_argument(
         "--call-timeout",
         metavar="SECONDS",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=timeouts.call,
         help=f"a call unanswered in this long stops the check: no verdict "
         f"(default {timeouts.call:g})",
@@ -156,7 +155,7 @@ def parser(prog: str = "mcp-actors check-isolation") -> argparse.ArgumentParser:
     calls.add_argument(
         "--max-time",
         metavar="SECONDS",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=timeouts.total,
         help="the longest the search, shrinking included, may run: no verdict after it "
         f"unless a failure was found (default {timeouts.total:g})",
@@ -173,7 +172,7 @@ def parser(prog: str = "mcp-actors check-isolation") -> argparse.ArgumentParser:
         budget.add_argument(
             f"--{name}",
             metavar="N",
-            type=_positive_int,
+            type=positive_int,
             default=getattr(defaults, name),
             help=f"{what} (default {getattr(defaults, name)})",
         )
@@ -206,7 +205,7 @@ async def _check(args: argparse.Namespace, budget: Budget, timeouts: Timeouts) -
         all_writes_visible=not args.recent_only,
         timeouts=timeouts,
     )
-    async with _target(args) as target:
+    async with open_target(args) as target:
         try:
             if not _one_connection(args.write, args.read, args.setup, handles):
                 return await check(target.session)
@@ -229,7 +228,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "mcp-actors check-isolat
     """Run ``check-isolation`` with `argv`; the exit status the module docstring lists."""
     cli = parser(prog)
     args = cli.parse_args(sys.argv[1:] if argv is None else list(argv))
-    _check_target(cli, args)
+    check_target(cli, args)
     try:
         check_templates(args.write, args.read, args.setup, handles_of(args))
         budget = Budget(args.examples, args.steps, args.sessions, args.batch, args.shrinks)

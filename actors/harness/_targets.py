@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
     from protocol import HandleKeys
 
-    from ..server import CallTarget
+    from .._target import CallTarget
     from ._eras import Era
 
 __all__ = [

@@ -34,10 +34,11 @@ The index (each item's term counts) is built by a store's first search and
 kept up to date by the adds after it, so each item is tokenized at most
 once per actor. It is never stored: a store loaded again, after a restart
 or a TTL expiry, reads only its items, and its first call costs no
-tokenizing unless it is a search. That first search tokenizes the whole store, about 80 ms per
-MiB of content, in its worker thread. (Storing the term counts instead
-would double what every write of the state stores, and parsing them back
-would cost more than the 5 ms a restart's first call is allowed.)
+tokenizing unless it is a search. That first search tokenizes the whole
+store, in its worker thread. (Storing the term counts instead would double
+what every write of the state stores, and parsing them back would cost more
+than a restart's first call is allowed: the figures are in
+``docs/performance.md``, "Figures the design rests on".)
 
 Limits
 ------
@@ -52,21 +53,18 @@ changes. `content_store_with` builds the module with other limits;
 Memory is what the byte limit is for, so an item is kept compactly: its
 content as UTF-8 (a ``str`` takes up to four bytes per character: one emoji
 in ASCII text is enough), its line count rather than its lines, and its term
-counts as two arrays (`_Terms`). Measured with tracemalloc, a store keeps
-about 1.2 bytes per byte of content for prose and 3.6 at worst (text of
-words that are all distinct and as short as can be), where a Counter and a
-tuple of lines per item kept 3.8 and 21: 16 MiB of content costs at most
-about 57 MiB. Tokenizing an item takes up to about 33 times its size for
-the moment, so 33 MiB for 1 MiB; the first search tokenizes one item at a
-time.
+counts as two arrays (`_Terms`), a few times more compact than a Counter
+and a tuple of lines per item, measured with tracemalloc (the figures, and
+what the byte limit costs at most, are in ``docs/performance.md``). The
+first search tokenizes one item at a time, so that tokenizing's moment of
+memory is one item's.
 
 Time: ``add_content`` (counting lines in, and once the store is indexed
 tokenizing, up to 1 MiB) and ``search_content`` are heavy tools, run in
 worker threads. A search ranks with one lookup per item and distinct query
 word, and reads at most 512 KiB in all (the start of each hit) to choose its
-snippets; at the limits (1 000 items, 16 MiB, 32 words, 100 results) that is
-about 40 ms, once the index is built (the first search of a full store
-builds it, about 1 s).
+snippets, so that a search at the limits stays well under a second once the
+index is built (``docs/performance.md`` has the figures).
 """
 
 from __future__ import annotations
@@ -569,8 +567,8 @@ class _StoredStore:
 
     Stored in parts (schema 3): each item is a part of its own, so that adding
     an item writes that item, not the store. The line count is derived but
-    stored (schema 2): counting costs about 8 ms per MiB, more than all the
-    rest of loading, and ``list_contents`` shows it. Sizes are computed again
+    stored (schema 2): counting costs more than all the rest of loading,
+    and ``list_contents`` shows it. Sizes are computed again
     on loading, the search index by the first search (see the module
     docstring); the limits are the module's, not the store's.
     """

@@ -1,6 +1,6 @@
 """The MCP server: serve any tool modules over stdio or Streamable HTTP.
 
-Needs the ``server`` extra (the ``mcp`` SDK, httptools and hypercorn); ``import actors``
+Needs the ``server`` extra (the ``mcp`` SDK and httptools); ``import actors``
 never imports it. From Python:
 
 ```python
@@ -12,22 +12,27 @@ or ``await serve(options)`` inside trio; from a shell, ``mcp-actors serve``
 (`main`) with the same options. Over HTTP, clients bring static bearer tokens
 (`ServeOptions.tokens`) or an OAuth issuer's access tokens (`OAuthSettings`,
 the ``oauth`` extra).
+
+The package, from the door in:
+
+* `_cli` (the command line), `_inspect` (``mcp-actors inspect``), `_options`
+  (`ServeOptions`, checked before anything starts), `_serve` (serving one of the
+  transports until shutdown), `_logs` (``--log-format``), `_configuration`.
+* `_stdio` — the stdio transport; `http/` — the Streamable HTTP transport on our
+  own HTTP/1.1 server (its map is its ``__init__``); `auth/` — tokens, OAuth, JWT.
+* `mcp/` — the MCP adapter and its parts, shared by both transports.
+* Beneath them: `_fair_shares` (caps shared per token and per tenant),
+  `_handle_keys` (where conversation-handle keys are kept), `_addresses` (loopback).
+
+Imports point down this list; no module imports one above it.
 """
 
-from ._asgi import McpEndpoint as McpEndpoint
+from .._target import CallTarget as CallTarget
 from ._cli import MIN_TOKEN_LENGTH as MIN_TOKEN_LENGTH
 from ._cli import configure_logging as configure_logging
 from ._cli import main as main
 from ._cli import read_tokens as read_tokens
 from ._configuration import ConfigurationError as ConfigurationError
-from ._http import MCP_PATH as MCP_PATH
-from ._http import http_app as http_app
-from ._mcp import CallTarget as CallTarget
-from ._mcp import McpAdapter as McpAdapter
-from ._mcp import connection_session as connection_session
-from ._mcp import stdio_caller as stdio_caller
-from ._oauth import ASYMMETRIC_ALGORITHMS as ASYMMETRIC_ALGORITHMS
-from ._oauth import OAuthSettings as OAuthSettings
 from ._options import DEFAULT_MODULES as DEFAULT_MODULES
 from ._options import DEFAULT_RUNTIME as DEFAULT_RUNTIME
 from ._options import KNOWN_MODULES as KNOWN_MODULES
@@ -37,6 +42,14 @@ from ._serve import Backend as Backend
 from ._serve import local_runtime as local_runtime
 from ._serve import run as run
 from ._serve import serve as serve
+from .auth._settings import ASYMMETRIC_ALGORITHMS as ASYMMETRIC_ALGORITHMS
+from .auth._settings import OAuthSettings as OAuthSettings
+from .http._app import MCP_PATH as MCP_PATH
+from .http._app import http_app as http_app
+from .http._endpoint import McpEndpoint as McpEndpoint
+from .mcp._adapter import McpAdapter as McpAdapter
+from .mcp._adapter import connection_session as connection_session
+from .mcp._adapter import stdio_caller as stdio_caller
 
 __all__ = [
     "ASYMMETRIC_ALGORITHMS",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import math
 import os
 import re
 import sys
@@ -22,7 +21,14 @@ import trio
 
 from protocol import DEFAULT_LIFETIME, ContextPolicy
 
-from .._argparse import ENVIRONMENT_PREFIX, Parser, with_environment
+from .._argparse import (
+    ENVIRONMENT_PREFIX,
+    Parser,
+    positive_int,
+    positive_seconds,
+    seconds_or_zero,
+    with_environment,
+)
 from ..store import StoreError
 from ..store._option import StateUrls, state_urls
 from ._logs import (
@@ -33,11 +39,11 @@ from ._logs import (
     capture_stray_output,
     log_handler,
 )
-from ._oauth import ASYMMETRIC_ALGORITHMS, TENANT_NAME, OAuthSettings
-from ._ops import leaves
 from ._options import DEFAULT_MODULES, ConfigurationError, ServeOptions
-from ._prefix import check_session_id_prefix
 from ._serve import serve
+from .auth._settings import ASYMMETRIC_ALGORITHMS, TENANT_NAME, OAuthSettings
+from .http._operator_routes import leaves
+from .http._session_prefix import check_session_id_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -56,7 +62,7 @@ MIN_TOKEN_LENGTH: Final = 16
 _LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 # Loggers of the libraries under `serve`: their INFO lines are about the
 # libraries' own machinery, so they show only at --log-level debug.
-_QUIET_LOGGERS: Final = ("mcp", "hypercorn", "httpx", "httpx2", "sse_starlette")
+_QUIET_LOGGERS: Final = ("mcp", "httpx", "httpx2", "sse_starlette")
 
 _SERVE_DESCRIPTION: Final = """\
 Serve tool modules (the built-in ones, or your own with --module) over the
@@ -173,39 +179,6 @@ def parser(prog: str = "mcp-actors serve", *, cluster: bool = False) -> argparse
 
 
 # ---- argument types ----------------------------------------------------------------
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        msg = f"must be a whole number of at least 1, got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not value > 0 or value == math.inf:
-        msg = f"must be a positive number of seconds, got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def _seconds_or_zero(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not value >= 0 or value == math.inf:
-        msg = f"must be zero or a positive number of seconds, got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -327,15 +300,9 @@ def _add_transport_options(serve: argparse.ArgumentParser, *, cluster: bool) -> 
         help="allow a non-loopback --http address without tokens (prints a warning)",
     )
     group.add_argument(
-        "--sdk-http",
-        action="store_true",
-        help="answer every HTTP request through the MCP SDK's transport, as before the lean "
-        "path: slower; for comparison, or should the lean path misbehave",
-    )
-    group.add_argument(
         "--max-request-bytes",
         metavar="N",
-        type=_positive_int,
+        type=positive_int,
         default=_DEFAULTS.max_request_bytes,
         help="largest JSON-RPC message accepted, a stdio line or an HTTP body; larger ones get "
         "an error and the server keeps serving (default %(default)s)",
@@ -343,7 +310,7 @@ def _add_transport_options(serve: argparse.ArgumentParser, *, cluster: bool) -> 
     group.add_argument(
         "--max-connections-per-address",
         metavar="N",
-        type=_positive_int,
+        type=positive_int,
         default=_DEFAULTS.max_connections_per_address,
         help="HTTP connections one client address (IPv6: its /64) may hold that have not sent a "
         "whole request yet; one more gets HTTP 503 and Retry-After. Served connections do not "
@@ -352,7 +319,7 @@ def _add_transport_options(serve: argparse.ArgumentParser, *, cluster: bool) -> 
     group.add_argument(
         "--max-sessions-per-token",
         metavar="N",
-        type=_positive_int,
+        type=positive_int,
         default=_DEFAULTS.max_sessions_per_token,
         help="open HTTP sessions one token may hold (all anonymous clients count as one); one "
         "more gets HTTP 429 (default %(default)s)",
@@ -360,14 +327,14 @@ def _add_transport_options(serve: argparse.ArgumentParser, *, cluster: bool) -> 
     group.add_argument(
         "--session-idle-timeout",
         metavar="SECONDS",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=_DEFAULTS.session_idle_timeout,
         help="an HTTP session with no request for this long is closed (default %(default)g)",
     )
     group.add_argument(
         "--max-stored-event-bytes",
         metavar="N",
-        type=_positive_int,
+        type=positive_int,
         default=_DEFAULTS.max_stored_event_bytes,
         help="bytes of SSE events kept, all sessions together, so that a client whose HTTP "
         "stream drops can resume it; the largest holder's oldest go first (default %(default)s)",
@@ -385,7 +352,7 @@ def _add_transport_options(serve: argparse.ArgumentParser, *, cluster: bool) -> 
     group.add_argument(
         "--max-in-flight",
         metavar="N",
-        type=_positive_int,
+        type=positive_int,
         default=_DEFAULTS.max_in_flight,
         help="stdio requests read ahead of their replies; a client that stops reading stops "
         "the server reading (default %(default)s)",
@@ -507,7 +474,7 @@ def _add_module_options(serve: argparse.ArgumentParser, *, cluster: bool) -> Non
     group.add_argument(
         "--exec-max-processes",
         metavar="N",
-        type=_positive_int,
+        type=positive_int,
         default=_DEFAULTS.exec_max_processes,
         help="commands running at once across all sessions; each session runs at most 16 "
         "(default %(default)s)",
@@ -515,7 +482,7 @@ def _add_module_options(serve: argparse.ArgumentParser, *, cluster: bool) -> Non
     group.add_argument(
         "--exec-file-cap",
         metavar="BYTES",
-        type=_positive_int,
+        type=positive_int,
         default=_DEFAULTS.exec_file_cap,
         help="the largest file a command may write, its output included (default %(default)s)",
     )
@@ -526,21 +493,21 @@ def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> No
     group.add_argument(
         "--ttl",
         metavar="SECONDS",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=_RUNTIME.ttl,
         help="idle time after which a context's state is released (default %(default)g)",
     )
     group.add_argument(
         "--mailbox-size",
         metavar="N",
-        type=_positive_int,
+        type=positive_int,
         default=_RUNTIME.mailbox_size,
         help="calls queued per context before callers wait (default %(default)s)",
     )
     group.add_argument(
         "--max-actors",
         metavar="N",
-        type=_positive_int,
+        type=positive_int,
         default=_RUNTIME.max_actors,
         help="cap on live contexts; at it, an idle one is evicted, fairly among tenants "
         "(default %(default)s)",
@@ -548,21 +515,21 @@ def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> No
     group.add_argument(
         "--max-actors-per-tenant",
         metavar="N",
-        type=_positive_int,
+        type=positive_int,
         help="cap on one tenant's live contexts (sessions 'T' and 'T/...'); at it, the "
         "tenant's own least recently used idle one is evicted (default: none)",
     )
     group.add_argument(
         "--call-timeout",
         metavar="SECONDS",
-        type=_seconds_or_zero,
+        type=seconds_or_zero,
         default=_RUNTIME.call_timeout or 0.0,
         help="deadline for one tool call; 0 for none (default %(default)g)",
     )
     group.add_argument(
         "--heavy-threads",
         metavar="N",
-        type=_positive_int,
+        type=positive_int,
         default=_RUNTIME.heavy_threads,
         help="heavy tool calls (a search over large documents) running at once, each in a "
         "worker thread; more wait (default %(default)s)",
@@ -570,7 +537,7 @@ def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> No
     group.add_argument(
         "--shutdown-grace",
         metavar="SECONDS",
-        type=_seconds_or_zero,
+        type=seconds_or_zero,
         default=_RUNTIME.shutdown_grace,
         help="on SIGINT/SIGTERM, how long calls in flight may finish (default %(default)g)",
     )
@@ -594,7 +561,7 @@ def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> No
     group.add_argument(
         "--state-retention",
         metavar="DAYS",
-        type=_seconds_or_zero,
+        type=seconds_or_zero,
         default=(_RUNTIME.state_retention or 0.0) / _DAY,
         help="stored state not written for this many days is deleted; 0 keeps it "
         "(default %(default)g)",
@@ -640,7 +607,7 @@ def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> No
     group.add_argument(
         "--handle-lifetime",
         metavar="DAYS",
-        type=_seconds_or_zero,
+        type=seconds_or_zero,
         default=DEFAULT_LIFETIME / _DAY,
         help="how long a handle is valid after it is minted (default %(default)g)",
     )
@@ -803,7 +770,6 @@ def _options(args: argparse.Namespace) -> ServeOptions:
         handle_key_file=args.handle_key_file,
         handle_lifetime=args.handle_lifetime * _DAY,
         insecure=args.insecure,
-        lean_http=not args.sdk_http,
         unsafe_shared_exec=args.unsafe_shared_exec,
         max_sessions_per_token=args.max_sessions_per_token,
         session_idle_timeout=args.session_idle_timeout,

@@ -155,11 +155,11 @@ class LibraryLines(logging.Filter):
     lines of code logs at most once every `LIBRARY_LINE_INTERVAL` seconds, and each
     message is cut short.
 
-    The SDK and hypercorn log some refusals themselves, sometimes with a
+    The SDK logs some refusals itself, sometimes with a
     client's text in them (a session id); a client repeating the refused
     request would get a line each time. What is held back is counted, and the
     count rides on that line's next record. Our own refusal lines are bounded
-    by `actors.server._gate.RefusalLog`.
+    by `actors.server.http._admission.RefusalLog`.
     """
 
     def __init__(self, libraries: Iterable[str], interval: float = LIBRARY_LINE_INTERVAL) -> None:

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import ipaddress
 import re
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -14,22 +15,23 @@ import attrs
 
 from protocol import DEFAULT_LIFETIME, ContextError, extract_context
 
+from .._config import RuntimeConfig
 from .._module import ToolModule
-from .._runtime import RuntimeConfig
 from ..modules import content_store, planning, playbook_store, workspace
 from ..store import check_store_url, default_state_url
+from ._addresses import is_loopback
 from ._configuration import ConfigurationError
-from ._events import DEFAULT_MAX_STORED_EVENT_BYTES
-from ._gate import DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_SESSION_IDLE_TIMEOUT
-from ._prefix import check_session_id_prefix
 from ._stdio import DEFAULT_MAX_IN_FLIGHT
-from ._wire import DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, WireLimits
+from .http._admission import DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_SESSION_IDLE_TIMEOUT
+from .http._event_store import DEFAULT_MAX_STORED_EVENT_BYTES
+from .http._server import DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, WireLimits
+from .http._session_prefix import check_session_id_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ..store import Creation
-    from ._oauth import OAuthSettings
+    from .auth._settings import OAuthSettings
 
 __all__ = [
     "DEFAULT_MODULES",
@@ -39,7 +41,6 @@ __all__ = [
     "ServeOptions",
     "build_modules",
     "describe_tokens",
-    "is_loopback",
     "load_module",
 ]
 
@@ -51,22 +52,21 @@ DEFAULT_MAX_REQUEST_BYTES: Final = 1024 * 1024
 _LABEL: Final = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 # A Host header's value: a DNS name or a bracketed IPv6 address, with an optional port.
 _HOST_NAME: Final = re.compile(rf"(?:(?:{_LABEL}\.)*{_LABEL}|\[[0-9a-f:.]+\])(?::[0-9]{{1,5}})?")
-LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
-"""Host names (as in a URL) that always mean this machine."""
 # About 7 KB per idle context plus its state: a bound on memory a client cannot lift.
 DEFAULT_RUNTIME: Final = RuntimeConfig(max_actors=10_000)
 """The runtime settings of a server: `RuntimeConfig`'s defaults, with at most
 10 000 live contexts (a bound on the memory clients can take)."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` (a name or an address, IPv6 with or without brackets) is loopback only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+_LEAN_HTTP_DEPRECATED: Final = (
+    "ServeOptions.lean_http is deprecated and does nothing: every HTTP request is served by "
+    "actors' own server; leave it out"
+)
+_SDK_HTTP_REMOVED: Final = (
+    "ServeOptions(lean_http=False), the serving path through the MCP SDK's transport on "
+    "hypercorn (--sdk-http), was removed after 0.2: every HTTP request is served by actors' "
+    "own server, which hands what its fast path does not answer to the SDK's session "
+    "manager; leave lean_http out (to compare against the SDK's transport, run "
+    "`python -m benchmarks --only mcp`)"
+)
 
 
 @final
@@ -147,9 +147,12 @@ class ServeOptions:
     beside a SQLite state file, or one of this process for other stores."""
     handle_lifetime: float = DEFAULT_LIFETIME
     """How long a handle is valid after it is minted, in seconds."""
-    lean_http: bool = True
-    """Answer the common 2026-era requests without the SDK's transport (`actors.server._lean`);
-    ``False`` sends every HTTP request through the SDK, as before. HTTP only."""
+    lean_http: bool | None = None
+    """Deprecated, and ignored: every HTTP request is served by the project's own server
+    (`actors.server.http._server`), which answers the common requests on its fast path and
+    hands the rest to the SDK's session manager. Given at all, a DeprecationWarning;
+    ``False`` (every request through the SDK's transport on hypercorn) was removed after 0.2:
+    `check` refuses it."""
     session_id_prefix: str | None = None
     """What the ``Mcp-Session-Id`` of each HTTP session starts with, then a ``.``: 1 to 32
     letters, digits or ``-`` naming this front, so that a load balancer in front of several
@@ -159,8 +162,16 @@ class ServeOptions:
     """``(host, port)`` of a listener of its own for ``/metrics``, ``/healthz`` and
     ``/readyz``, without tokens; ``None`` serves them on the HTTP listener."""
 
+    def __attrs_post_init__(self) -> None:
+        """Warn of the deprecated `lean_http`, when it is given."""
+        if self.lean_http is not None:
+            # Two frames up: the caller of the attrs-made __init__.
+            warnings.warn(_LEAN_HTTP_DEPRECATED, DeprecationWarning, stacklevel=3)
+
     def check(self) -> None:
         """Raise ConfigurationError for options that contradict each other or are unsafe."""
+        if self.lean_http is False:
+            raise ConfigurationError(_SDK_HTTP_REMOVED)
         self._check_state()
         self._check_modules()
         self._check_metrics()
@@ -203,11 +214,10 @@ class ServeOptions:
                 or self.insecure
                 or self.allow_hosts
                 or self.trusted_proxies
-                or not self.lean_http
             ):
                 msg = (
                     "--token, --tokens-file, --oauth-issuer, --allow-origin, --allow-host, "
-                    "--trusted-proxy, --insecure and --sdk-http apply to --http only"
+                    "--trusted-proxy and --insecure apply to --http only"
                 )
                 raise ConfigurationError(msg)
             return

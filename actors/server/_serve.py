@@ -7,18 +7,20 @@ Transports
   as given. `actors.server._stdio` reads and writes the pipes (size limit on lines,
   errors for lines the SDK cannot parse, a bound on requests read ahead of
   their replies, no worker threads).
-* **Streamable HTTP** (``--http HOST:PORT``): the SDK's Starlette app, served
-  by our own HTTP/1.1 server on trio (`actors.server._wire`; hypercorn with
-  ``--sdk-http``), behind the ASGI gate of `actors.server._gate`: ``Origin``
-  (403), bearer token (401), body size (413), malformed JSON-RPC answered
-  with its id, and a cap on open sessions per token (429). On a loopback
-  bind the SDK also checks the ``Host`` header (DNS rebinding).
+* **Streamable HTTP** (``--http HOST:PORT``): every request is served by our
+  own HTTP/1.1 server on trio (`actors.server.http._server`): the common ones
+  on the fast path (`actors.server.http._fast_path`), the rest by the SDK's
+  Starlette app and session manager, all behind the ASGI gate of
+  `actors.server.http._admission`: ``Origin`` (403), bearer token (401), body
+  size (413), malformed JSON-RPC answered with its id, and a cap on open
+  sessions per token (429). In front of it all, ``Host`` is checked (DNS
+  rebinding; `actors.server.http._host_rules`).
 
 Tokens and tenants
 ------------------
 Operators configure static bearer tokens, each optionally bound to a tenant,
 or an OAuth issuer whose access tokens name their tenant in a claim
-(`actors.server._oauth`), or both.
+(`actors.server.auth._oauth`), or both.
 A token bound to tenant ``T`` may address only the sessions ``T`` and
 ``T/…`` (see `protocol.Caller` for the default session a call without one gets).
 A token bound to no tenant is a trusted gateway and may address any session,
@@ -27,7 +29,7 @@ ties each HTTP session (``Mcp-Session-Id``) to the token that opened it.
 
 Operators
 ---------
-``/healthz`` and ``/readyz`` are served beside ``/mcp`` (`actors.server._ops`);
+``/healthz`` and ``/readyz`` are served beside ``/mcp`` (`actors.server.http._operator_routes`);
 ``--metrics`` adds Prometheus metrics there, or on a listener of its own with
 ``--metrics HOST:PORT`` (the only way for a stdio server). Spans are made when
 the process has an OpenTelemetry SDK configured. ``--log-format json`` writes
@@ -73,12 +75,12 @@ from .._observe import Observer, Observers
 from .._runtime import open_runtime
 from ..store import StoreError, open_store
 from ._handle_keys import PROCESS_KEY, serving_keys
-from ._http import http_adapter, http_bind, serve_http
-from ._mcp import McpAdapter, connection_session, stdio_caller
-from ._ops import OPS_MAX_BODY_BYTES, OpsRoutes, Readiness, serve_asgi
 from ._options import build_modules, describe_tokens
 from ._stdio import serve_stdio
-from ._wire import DEFAULT_MAX_CONNECTIONS
+from .http._app import http_adapter, http_bind, serve_http
+from .http._operator_routes import OPS_MAX_BODY_BYTES, OpsRoutes, Readiness, serve_asgi
+from .http._server import DEFAULT_MAX_CONNECTIONS
+from .mcp._adapter import McpAdapter, connection_session, stdio_caller
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -86,9 +88,9 @@ if TYPE_CHECKING:
 
     from protocol import HandleKeys
 
+    from .._target import CallTarget
     from ..store import StateStore
     from ..telemetry import PrometheusMetrics
-    from ._mcp import CallTarget
     from ._options import ServeOptions
 
 __all__ = ["Backend", "local_runtime", "run", "serve"]
@@ -286,13 +288,12 @@ async def _serve_transport(
             routes = OpsRoutes(None, readiness, metrics, tokens=None)
             host, port = options.metrics_address
             announce = "operator endpoints on {}"
-            # On the wire too: one HTTP server to harden; hypercorn's only with --sdk-http.
+            # On our own HTTP server too: one server to harden, under the same limits.
             serve = functools.partial(
                 serve_asgi,
                 grace=1.0,
                 flag="--metrics HOST:PORT",
                 limits=attrs.evolve(options.wire_limits, max_body_bytes=OPS_MAX_BODY_BYTES),
-                hypercorn=not options.lean_http,
             )
             await nursery.start(serve, routes, http_bind(host, port), stop, announce)
         if options.http is None:
@@ -380,9 +381,7 @@ async def serve(options: ServeOptions, *, backend: Backend = local_runtime) -> N
                 grace = options.runtime.shutdown_grace
                 watchers.start_soon(_drain, shutdown, adapter, grace, stop)
                 # A backend that can tell whether it is there (a cluster front) says so too.
-                readiness = Readiness(
-                    store, shutdown.requested.is_set, backend=getattr(runtime, "unavailable", None)
-                )
+                readiness = Readiness(store, shutdown.requested.is_set, backend=runtime.unavailable)
                 with shutdown.hurry:
                     await _serve_transport(adapter, options, stop, readiness, metrics)
                 if stdio_session is not None and options.session is None:

@@ -9,7 +9,7 @@ ends it reads and writes, and guards what goes through them.
   stop the server. Lines the SDK cannot parse or would run as something
   else (a request with an id like ``1.5`` or ``true`` becomes a
   notification), and the oversized ones, are answered with a JSON-RPC error
-  carrying the request's id whenever it can be read (`actors.server._jsonrpc` has
+  carrying the request's id whenever it can be read (`actors.server.mcp._jsonrpc` has
   the rules, and how batches are answered); the server keeps serving.
 * **Backpressure.** At most ``max_in_flight`` requests are between being
   read and having their reply taken by the writer; at that bound no further
@@ -28,7 +28,8 @@ ends it reads and writes, and guards what goes through them.
   fallback here for a terminal, a file or ``2>&1``, hands every read, write
   and flush to a worker thread; measured with the benchmarks' ``mcp``
   scenario, those hand-offs and the GIL traffic they cause made the server
-  spend about 700 µs of CPU per call instead of about 220 µs. Trio's writes
+  spend about three times the CPU per call (``docs/performance.md``, "Figures
+  the design rests on"). Trio's writes
   can also be cancelled: a client that stops reading cannot hold off a
   signal, as it can on the threaded fallback (a thread blocked in ``write``
   on a full pipe does not return until the pipe drains or the process dies).
@@ -65,7 +66,7 @@ from mcp import types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
-from ._jsonrpc import Accept, Answer, BatchReply, Ignore, Reply, plan_batch, screen
+from .mcp._jsonrpc import Accept, Answer, BatchReply, Ignore, Reply, plan_batch, screen
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
@@ -75,7 +76,7 @@ if TYPE_CHECKING:
     import pydantic
     from mcp.shared._stream_protocols import ReadStream, WriteStream
 
-    from ._mcp import McpAdapter
+    from .mcp._adapter import McpAdapter
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "leading_request_id", "owns_pipes", "serve_stdio"]
 
@@ -479,7 +480,7 @@ class _GuardedReadStream(_ClosedOnExit):
     ``stdio_server`` passes a line it cannot parse on as an exception, which
     the SDK's dispatcher only logs, and turns a request with an unusable id
     into a notification; a client waiting for its reply would wait forever.
-    This stream answers each such line (`actors.server._jsonrpc` has the rules),
+    This stream answers each such line (`actors.server.mcp._jsonrpc` has the rules),
     each oversized one, and splits batches; every other message goes on.
 
     No new line is read while the `_Exchange` is full (backpressure), unless the
@@ -563,7 +564,7 @@ class _GuardedReadStream(_ClosedOnExit):
         return None
 
     async def _split(self, elements: list[Any]) -> None:
-        """Queue a batch's messages for the SDK, or answer it at once (`actors.server._jsonrpc`)."""
+        """Queue a batch's messages for the SDK, or answer it now (`actors.server.mcp._jsonrpc`)."""
         plan = plan_batch(elements, self._exchange.version, self._exchange.limit)
         if plan.whole is not None:
             await self._refuse(plan.whole)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import TYPE_CHECKING, Protocol, final
+from typing import TYPE_CHECKING, Literal, Protocol, final
 
 import attrs
 
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
 
 __all__ = [
+    "Creation",
     "PartChanges",
     "StateStore",
     "StoreError",
@@ -50,6 +51,11 @@ __all__ = [
     "encode_key",
     "in_scope",
 ]
+
+Creation = Literal["nothing", "file", "folders"]
+"""What `open_store` may make for a SQLite URL whose file is missing: nothing (a
+missing file is an error), the file in an existing folder, or the folders too.
+Here, below both, because the SQLite store takes it and `open_store` passes it on."""
 
 
 class StoreError(Exception):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import trio
 
-from ._base import StoreError
+from ._base import Creation, StoreError
 from ._batched import open_batched
 from ._memory import MemoryStore
 
@@ -41,10 +41,6 @@ _DEFAULT_FILES: Final[dict[Transport, str]] = {"stdio": "state.db", "http": "htt
 ``TENANT/…``; were the files one, a desktop stdio server of the same user would open the
 same sessions, and any call it lets name a session (``_meta`` from its host, or arguments
 with ``--allow-session-naming``) would read and write a tenant's state."""
-
-Creation = Literal["nothing", "file", "folders"]
-"""What `open_store` may make for a SQLite URL whose file is missing: nothing (a
-missing file is an error), the file in an existing folder, or the folders too."""
 
 
 @asynccontextmanager

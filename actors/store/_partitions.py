@@ -28,7 +28,7 @@ import trio
 
 from ._base import StoreError
 from ._batched import open_batched
-from ._postgres import PostgresBackend, _with_defaults, _without_password
+from ._postgres import PostgresBackend, with_defaults, without_password
 from ._split import SplitStore
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ async def open_split(urls: Sequence[str], *, record: bool = True) -> AsyncIterat
 def check_not_partition(url: str) -> None:
     """Refuse `url` as a store of its own if it is a partition of a split (StoreError)."""
     with _connected(url) as connection:
-        found = _read(connection, _without_password(url)[0])
+        found = _read(connection, without_password(url)[0])
     shown = found.url
     if found.split is None and found.id is not None:
         msg = (
@@ -119,7 +119,7 @@ class _Found:
 
 def _partition_ids(urls: tuple[str, ...], record: bool) -> list[str]:
     """Each URL's partition id, once the split they make is checked (and recorded if new)."""
-    shown = [_without_password(url)[0] for url in urls]
+    shown = [without_password(url)[0] for url in urls]
     found = []
     for url, its_url in zip(urls, shown, strict=True):
         with _connected(url) as connection:
@@ -227,9 +227,9 @@ def _refuse_unsplit_state(found: Sequence[_Found]) -> None:
 @contextmanager
 def _connected(url: str) -> Iterator[psycopg.Connection[TupleRow]]:
     """A short-lived connection to `url`; its failures as StoreError, without the password."""
-    shown, secrets = _without_password(url)
+    shown, secrets = without_password(url)
     try:
-        with psycopg.connect(_with_defaults(url), autocommit=True) as connection:
+        with psycopg.connect(with_defaults(url), autocommit=True) as connection:
             yield connection
     except psycopg.Error as exc:
         text = str(exc).strip() or type(exc).__name__

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from ._batched import Loaded, Write
 
-__all__ = ["PostgresBackend"]
+__all__ = ["PostgresBackend", "with_defaults", "without_password"]
 
 # libpq settings the URL may give; these apply when it does not. Without them
 # an unreachable host would hold open_store for over two minutes, and a server
@@ -135,9 +135,9 @@ class PostgresBackend:
     """A PostgreSQL database as a `_batched.Backend`; opening makes the table if missing."""
 
     def __init__(self, url: str) -> None:
-        self.url, self._secrets = _without_password(url)
+        self.url, self._secrets = without_password(url)
         with self._reported(f"cannot open the state store {self.url}"):
-            conninfo = _with_defaults(url)
+            conninfo = with_defaults(url)
         self._writer = _Link(conninfo)
         self._reader = _Link(conninfo)
         self._admin = _Link(conninfo)
@@ -368,7 +368,7 @@ def _statement(write: Write, now: float) -> tuple[str, tuple[object, ...] | dict
     return (_INSERT_WITH_PARTS if write.expected is None else _UPDATE_WITH_PARTS), arguments
 
 
-def _with_defaults(url: str) -> str:
+def with_defaults(url: str) -> str:
     """The libpq connection string for `url`, with `_DEFAULTS` where it is silent."""
     given = conninfo_to_dict(url)
     return make_conninfo(
@@ -376,7 +376,7 @@ def _with_defaults(url: str) -> str:
     )
 
 
-def _without_password(url: str) -> tuple[str, list[str]]:
+def without_password(url: str) -> tuple[str, list[str]]:
     """`url` without its secrets, and their spellings.
 
     The secrets are the password (in the user part or the query) and the

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from pathlib import Path
 
+    from ._base import Creation
     from ._batched import Loaded, Write
-    from ._open import Creation
 
 __all__ = ["SqliteBackend"]
 

@@ -17,8 +17,9 @@ test can also call it, or look at it, directly.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -26,13 +27,13 @@ from .._module import ToolModule
 from .._runtime import open_runtime
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
+    from collections.abc import AsyncIterator
 
     from mcp import Client
 
     from protocol import Caller, HandleKeys
 
-    from ..server import CallTarget
+    from .._target import CallTarget
 
 __all__ = ["connect"]
 
@@ -81,9 +82,12 @@ async def _served(
     target: CallTarget | ToolModule[Any] | Iterable[ToolModule[Any]],
 ) -> AsyncIterator[CallTarget]:
     """`target` itself if it runs calls, else a runtime of its modules for the block."""
-    if hasattr(target, "registry"):  # a runtime, or anything that runs calls as one does
-        yield cast("CallTarget", target)
+    if isinstance(target, ToolModule):
+        modules = [target]
+    elif isinstance(target, Iterable):
+        modules = list(target)
+    else:  # not modules: a host (`actors.CallTarget`), which no iterable is
+        yield target
         return
-    modules = [target] if isinstance(target, ToolModule) else list(target)
     async with open_runtime(modules) as runtime:
         yield runtime

@@ -11,11 +11,11 @@ def main(state: str) -> None:
     with open_cluster(["actors.modules:planning"], shards=2, state=state) as cluster:
         meta = {"sessionId": "alpha/conversation-1"}
         call = {"name": "planning__create_goal", "arguments": {"goal": "Ship"}, "_meta": meta}
-        print(cluster.call(call).first_text)  # Created goal g1: Ship
+        print(cluster.call_blocking(call).first_text)  # Created goal g1: Ship
         added = cluster.add_shard()  # about a third of the sessions move to it
         cluster.remove_shard(added)  # and back
         listing = {"name": "planning__list_goals", "_meta": meta}
-        print(cluster.call(listing).first_text)  # Goals (1):\n- g1: Ship
+        print(cluster.call_blocking(listing).first_text)  # Goals (1):\n- g1: Ship
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """FastMCP's client (``fastmcp.Client`` over its ``StreamableHttpTransport``), driven by a plan.
 
-``tests/test_fastmcp_client.py`` runs it with the Python of FastMCP's own virtual environment
-(the one ``benchmarks._fastmcp_peer.find_fastmcp`` finds), never with this project's: FastMCP's
-dependencies are not the project's. It reads one JSON value on stdin,
+``tests/clients/test_fastmcp_client.py`` runs it with the Python of FastMCP's own virtual
+environment (the one ``benchmarks._fastmcp_peer.find_fastmcp`` finds), never with this
+project's: FastMCP's dependencies are not the project's. It reads one JSON value on stdin,
 
     {"url": "http://127.0.0.1:PORT/mcp", "steps": [STEP, ...]}
 

@@ -3,7 +3,7 @@
 Run it with the Python that has ``fastmcp``: with no argument it starts ``mcp-actors serve
 --handles`` itself, over stdio; given a URL, it connects to a server started with
 ``mcp-actors serve --http HOST:PORT`` (handles are on by default there).
-``tests/test_fastmcp_client.py`` runs it both ways; the docs page
+``tests/clients/test_fastmcp_client.py`` runs it both ways; the docs page
 ``docs/integrations/fastmcp.md`` shows it.
 """
 

@@ -6,7 +6,7 @@ given a URL, it connects to a server started with ``mcp-actors serve --http HOST
 (handles are on by default there). Every tool call opens a connection of its own, as
 `MultiServerMCPClient.get_tools` does by default; ``--session`` first keeps one connection
 for the whole run instead (`MultiServerMCPClient.session`).
-``tests/test_integration_langchain.py`` runs it every way, and against ``--no-handles``;
+``tests/integrations/test_langchain.py`` runs it every way, and against ``--no-handles``;
 the docs page ``docs/integrations/langchain.md`` shows it.
 """
 

@@ -4,7 +4,7 @@ Run it with the Python that has ``llama-index-tools-mcp``. With no argument it h
 `BasicMCPClient` start ``mcp-actors serve --handles`` over stdio (or the server command line
 it is given); given a URL, it connects to a server started with ``mcp-actors serve --http
 HOST:PORT`` (handles are on by default there). `BasicMCPClient` opens a connection for every
-request, and over stdio starts a server process for each. ``tests/test_integration_llamaindex.py``
+request, and over stdio starts a server process for each. ``tests/integrations/test_llamaindex.py``
 runs it both ways, and against ``--no-handles``; the docs page ``docs/integrations/llamaindex.md``
 shows it.
 """

@@ -10,7 +10,7 @@ bridges stdio and HTTP either way, and this script is the client at the far end:
   starts ``mcp-proxy --transport streamablehttp URL`` over stdio, as a desktop host would,
   and holds both conversations on that one connection.
 
-``tests/test_integration_mcp_proxy.py`` runs it both ways, and against ``--no-handles``;
+``tests/integrations/test_mcp_proxy.py`` runs it both ways, and against ``--no-handles``;
 the docs page ``docs/integrations/mcp-proxy.md`` shows it.
 """
 

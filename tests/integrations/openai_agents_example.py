@@ -4,7 +4,7 @@ Run it with the Python that has ``openai-agents``: with no argument it starts
 ``mcp-actors serve --handles`` itself (`MCPServerStdio`; other arguments: the command to
 start instead); given a URL, it connects to a server started with ``mcp-actors serve
 --http HOST:PORT`` (`MCPServerStreamableHttp`; handles are on by default there).
-``tests/test_integration_openai_agents.py`` runs it both ways; the docs page
+``tests/integrations/test_openai_agents.py`` runs it both ways; the docs page
 ``docs/integrations/openai-agents.md`` shows it.
 """
 

@@ -5,7 +5,7 @@ have `tool_meta_resolver`), so over a 2026-era connection they cannot name a ses
 handles on they pass the conversation's handle instead. Run it with the Python that has
 ``openai-agents``, given the URL of ``mcp-actors serve --http HOST:PORT --module
 examples.notes:notes`` (the notes module has resources and a prompt).
-``tests/test_integration_openai_agents.py`` runs it; the docs page
+``tests/integrations/test_openai_agents.py`` runs it; the docs page
 ``docs/integrations/openai-agents.md`` shows it.
 """
 

@@ -4,7 +4,7 @@ Run it with the Python that has ``pydantic-ai-slim[mcp]``: with no argument it s
 ``mcp-actors serve --handles`` itself, over stdio (other arguments: the command to start
 instead); given a URL, it connects to a server started with ``mcp-actors serve --http
 HOST:PORT`` (handles are on by default there).
-``tests/test_integration_pydantic_ai.py`` runs it both ways; the docs page
+``tests/integrations/test_pydantic_ai.py`` runs it both ways; the docs page
 ``docs/integrations/pydantic-ai.md`` shows it.
 """
 

@@ -4,7 +4,7 @@
 connection they cannot name a session; with handles on they pass the conversation's handle
 instead. Run it with the Python that has ``pydantic-ai-slim[mcp]``, given the URL of
 ``mcp-actors serve --http HOST:PORT --module examples.notes:notes`` (the notes module has
-resources and a prompt). ``tests/test_integration_pydantic_ai.py`` runs it; the docs page
+resources and a prompt). ``tests/integrations/test_pydantic_ai.py`` runs it; the docs page
 ``docs/integrations/pydantic-ai.md`` shows it.
 """
 

@@ -5,7 +5,7 @@ Run it with the Python that has ``smolagents[mcp]``. With no argument it starts
 URL, it connects to a server started with ``mcp-actors serve --http HOST:PORT`` (handles
 are on by default there). It holds one connection for the whole run, through `MCPClient`,
 or through `ToolCollection.from_mcp` when ``--collection`` comes first.
-``tests/test_integration_smolagents.py`` runs it every way, and against ``--no-handles``;
+``tests/integrations/test_smolagents.py`` runs it every way, and against ``--no-handles``;
 the docs page ``docs/integrations/smolagents.md`` shows it.
 """
 

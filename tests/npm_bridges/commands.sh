@@ -1,5 +1,5 @@
-# The command lines the bridges' pages show; tests/test_integration_mcp_remote.py and
-# tests/test_integration_supergateway.py run each one (on a free port).
+# The command lines the bridges' pages show; tests/test_mcp_remote.py and
+# tests/test_supergateway.py run each one (on a free port).
 
 # --8<-- [start:serve-http]
 mcp-actors serve --http 127.0.0.1:8000 --modules planning

@@ -1,0 +1,54 @@
+"""What a runtime is configured with: `RuntimeConfig`, below every module that reads it."""
+
+from __future__ import annotations
+
+from typing import Any, final
+
+import attrs
+
+from protocol import DEFAULT_POLICY, ContextPolicy
+
+__all__ = ["RuntimeConfig"]
+
+
+def _positive(_instance: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
+    if value is not None and not value > 0:
+        msg = f"{attribute.name} must be positive, got {value!r}"
+        raise ValueError(msg)
+
+
+def _not_negative(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not value >= 0:
+        msg = f"{attribute.name} must be zero or more, got {value!r}"
+        raise ValueError(msg)
+
+
+@final
+@attrs.frozen
+class RuntimeConfig:
+    """How the runtime routes, bounds and stops actors."""
+
+    ttl: float = attrs.field(default=3600.0, validator=_positive)
+    """Seconds an actor may sit idle before it stops and its state is released."""
+    mailbox_size: int = attrs.field(default=64, validator=_positive)
+    """Calls an actor's mailbox holds before callers wait (backpressure)."""
+    max_actors: int | None = attrs.field(default=None, validator=_positive)
+    """Cap on live actors; at the cap an idle actor is evicted (see `tenant_of`)."""
+    max_actors_per_tenant: int | None = attrs.field(default=None, validator=_positive)
+    """Cap on one tenant's live actors: at it, the tenant's own least recently used idle
+    actor is evicted, so that one tenant cannot take every slot of ``max_actors``."""
+    call_timeout: float | None = attrs.field(default=60.0, validator=_positive)
+    """Deadline for one handler run, in seconds; ``None`` for none."""
+    shutdown_grace: float = attrs.field(default=10.0, validator=_not_negative)
+    """On shutdown, how long accepted calls may keep running before they are cancelled."""
+    stop_timeout: float = attrs.field(default=10.0, validator=_positive)
+    """How long one state's ``on_stop`` hook may take."""
+    heavy_threads: int = attrs.field(default=2, validator=_positive)
+    """How many heavy sync handlers may run at once, each in a worker thread; more wait.
+
+    Each one competes with the event loop for the GIL, so few is better for the loop."""
+    policy: ContextPolicy = DEFAULT_POLICY
+    """How context fields are checked (lenient default session, or strict)."""
+    state_retention: float | None = attrs.field(default=30 * 24 * 3600.0, validator=_positive)
+    """Stored state neither written nor used (loaded, or held by a live actor) for this many
+    seconds is deleted (with a store); None keeps it."""

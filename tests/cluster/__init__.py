@@ -1,0 +1,1 @@
+"""Tests of `actors.cluster` on a real local Ray."""

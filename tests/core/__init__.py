@@ -1,0 +1,1 @@
+"""Tests of the runtime core (`actors`, `protocol`)."""

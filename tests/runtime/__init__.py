@@ -1,0 +1,1 @@
+"""Tests of the runtime's parts: the actor lifecycle, the router, admission (`actors._runtime`)."""
