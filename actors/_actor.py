@@ -294,8 +294,8 @@ class Actor:
     worker: _Worker | None = None  # the thread of a heavy call, from its start to its end
     stop_reason: StopReason = StopReason.SHUTDOWN  # set by whoever retires it otherwise
     scope: trio.CancelScope | None = None  # a background state's cancellable part, if any
-    # Made only when someone waits: most actors never are, and an Event
-    # would add about 280 bytes to every idle actor.
+    # Made only when someone waits: most actors never are, and an Event would add
+    # to every idle actor's memory (the figure: docs/performance.md).
     _finish_event: trio.Event | None = None
 
     def move_to(self, phase: Phase) -> None:

@@ -51,8 +51,8 @@ _LOAD_INLINE_BYTES: Final = 256 * 1024  # larger stored states are parsed in a w
 
 def _digest(blob: bytes) -> bytes:
     # Kept in memory only, to tell a changed state from an unchanged one. SHA-256 rather than
-    # BLAKE2b: with the SHA extensions of current x86 and ARM CPUs, OpenSSL hashes twice as
-    # fast with it (0.76 against 1.56 ms a MiB here; slower on a CPU without them), and every
+    # BLAKE2b: with the SHA extensions of current x86 and ARM CPUs, OpenSSL hashes about
+    # twice as fast with it (docs/performance.md; slower on a CPU without them), and every
     # load and save of a state pays for it.
     return hashlib.sha256(blob).digest()
 

@@ -181,11 +181,11 @@ def _measure_shards(
         for shards, cluster in clusters.items():
             progress(f"{NAME}: {shards} shard(s): filling {len(sessions)} sessions")
             _fill(cluster, sessions, sizes)
-            _rate(cluster.call, searches[: len(sessions)], sizes.cluster_callers)  # warm
+            _rate(cluster.call_blocking, searches[: len(sessions)], sizes.cluster_callers)  # warm
 
         def heavy_round() -> None:
             for shards, cluster in clusters.items():
-                heavy[shards].append(_rate(cluster.call, searches, sizes.cluster_callers))
+                heavy[shards].append(_rate(cluster.call_blocking, searches, sizes.cluster_callers))
 
         trio.run(_light_rounds, clusters, heavy_round, light, sizes, progress)
     return heavy, light
@@ -353,7 +353,7 @@ def _measure_handover(sizes: Sizes, progress: Progress) -> dict[str, list[float]
         state = f"sqlite:///{Path(directory) / 'state.db'}"
         with open_cluster(MODULES, shards=2, state=state) as cluster:
             progress(f"{NAME}: handover: {len(sessions)} live sessions")
-            _rate(cluster.call, [_goal(s) for s in sessions], sizes.cluster_callers)
+            _rate(cluster.call_blocking, [_goal(s) for s in sessions], sizes.cluster_callers)
             for number in range(sizes.rounds):
                 progress(f"{NAME}: handover: round {number + 1}")
                 before = {s: cluster.shard_of(s) for s in sessions}
@@ -366,7 +366,7 @@ def _measure_handover(sizes: Sizes, progress: Progress) -> dict[str, list[float]
                 keep("call, stayed", _first_calls(cluster, stayed[: len(moved)]))
                 keep("remove", _timed(functools.partial(cluster.remove_shard, added))[1])
                 # Every session live again, for the next round to hand over as many.
-                _rate(cluster.call, [_listing(s) for s in sessions], sizes.cluster_callers)
+                _rate(cluster.call_blocking, [_listing(s) for s in sessions], sizes.cluster_callers)
     return measured
 
 

@@ -64,7 +64,7 @@ def sdk_transport_app(
     runtime: CallTarget, options: ServeOptions, handles: HandleKeys | None = None
 ) -> Starlette:
     """``serve --http``'s adapter for `runtime` behind the SDK's Streamable HTTP app, as the
-    SDK ships it: every request answered by its session manager (`tests/test_fast_path.py`
+    SDK ships it: every request answered by its session manager (`tests/server/test_fast_path.py`
     checks the fast path's answers against it); `handles` as `serving_keys` gives them."""
     from mcp.server.transport_security import TransportSecuritySettings
 

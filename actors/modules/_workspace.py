@@ -82,8 +82,8 @@ left below it. Told to, it sends SIGTERM to the command's tree; when the
 server shuts down its end of the socket (or dies), it SIGKILLs the tree until
 nothing is left. ``execute_command`` waits for the ``started`` report, so
 that a program that cannot be executed is an error of the call; that costs
-the supervisor's start-up (a Python interpreter without site: 10-25 ms on a
-2-core machine). A server that dies, even by SIGKILL, closes its ends of the
+the supervisor's start-up (a Python interpreter without site: tens of
+milliseconds, ``docs/performance.md``). A server that dies, even by SIGKILL, closes its ends of the
 sockets, and every supervisor then kills its tree: no command outlives it.
 
 A command's record belongs to the session's state, and a task of the state

@@ -508,7 +508,8 @@ async def _on_ray(specs: Sequence[str]) -> AsyncIterator[CallTarget]:
 
     from actors.cluster import open_cluster
 
-    if not ray.is_initialized():  # seconds to start: one for the process, stopped by Ray at exit
+    # Seconds to start: once for the module (test_behaviour stops it when the module is done).
+    if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     opening = open_cluster(list(specs), shards=2, state="memory")
     cluster = await anyio.to_thread.run_sync(opening.__enter__)  # it waits for its shards

@@ -6,6 +6,7 @@ loop (trio or asyncio), so the hosts of both loops share one suite.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
@@ -14,9 +15,22 @@ from ._hosts import faces
 from ._suite import BEHAVIOURS
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterator
 
     from ._hosts import Driver, Face
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_the_cluster_hosts_ray() -> Iterator[None]:
+    """Stop the local Ray the cluster host started (`_hosts._on_ray`) once this module is done.
+
+    Ray is started once per process: left running, it would make the next module's own
+    ``ray.init`` on this worker fail.
+    """
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 @pytest.mark.parametrize("face", faces(), ids=lambda face: face.id)

@@ -240,7 +240,8 @@ class TestProxies:
         page = (ROOT / "docs" / "guides" / "cluster.md").read_text(encoding="utf-8")
         assert '--8<-- "examples/nginx-fronts.conf"' in page
         assert "nginx-fronts.conf" in (ROOT / "tests" / "_nginx.py").read_text()
-        assert "in_front_of_fronts" in (ROOT / "tests" / "test_cluster_fronts.py").read_text()
+        fronts = ROOT / "tests" / "cluster" / "test_cluster_fronts.py"
+        assert "in_front_of_fronts" in fronts.read_text()
 
 
 class TestOperating:

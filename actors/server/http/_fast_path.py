@@ -98,7 +98,8 @@ _REMEMBERED_ACCEPT: Final = 256
 def _dumped(value: object) -> bytes:
     """Compact JSON: the same JSON as the SDK's 2026-era entry writes (with `json`).
 
-    pydantic-core writes it about 8 times quicker. The value is the same; the
+    pydantic-core writes it several times quicker (``docs/performance.md``). The value is
+    the same; the
     bytes may differ where JSON lets them (text beyond ASCII as UTF-8 rather
     than escaped, ``0.00001`` for ``1e-05``).
     """

@@ -202,8 +202,9 @@ class WireLimits:
     max_header_bytes: int = 64 << 10
     """Bytes of a request line and headers; more: 431."""
     max_header_fields: int = 100
-    """Fields of a request's head; more: 431. Each costs some 130 bytes of Python objects
-    besides its own, so that 64 KiB of one-byte fields would cost 1.3 MiB without it."""
+    """Fields of a request's head; more: 431. Each costs Python objects besides its own
+    bytes, so that a head of many one-byte fields would cost many times its size without
+    it (the figure: ``docs/performance.md``)."""
     header_timeout: float = 5.0
     """Seconds a request's line and headers may take to arrive, from its first byte; then
     408. Its body has until `request_timeout`."""

@@ -61,7 +61,7 @@ batches") and 2025-06-18 removed them. So:
   any version, is refused as a whole with a single error, its messages
   unread: answering each would cost a validation and an error per message,
   and a 1 MiB body holds half a million of them (seconds of CPU on the
-  event loop and a 70 MB answer).
+  event loop and an answer many times the body: ``docs/performance.md``).
 * An empty array is a single Invalid Request error (JSON-RPC 2.0).
 """
 

@@ -33,6 +33,6 @@ def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
     tracks, tied to the credential that opened it), and its ``exit_stack``
     is where the SDK has per-connection cleanup pushed. This SDK version hands
     a low-level handler the connection only through the request's session
-    (`tests/test_connection_sessions.py` fails if that changes).
+    (`tests/server/test_connection_sessions.py` fails if that changes).
     """
     return ctx.session._connection
