@@ -81,7 +81,7 @@ from .._prepare import prepare_call
 from .._progress import ProgressReport
 from .._registry import Registry
 from .._target import Host
-from ..server._options import load_module
+from ..server._module_specs import load_module
 from ._shard import (
     Channels,
     Failed,

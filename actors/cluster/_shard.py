@@ -66,7 +66,7 @@ from .._errors import RuntimeCallError
 from .._guest import open_asyncio_runtime
 from .._prepare import PreparedCall
 from .._progress import ProgressReport
-from ..server._options import load_module
+from ..server._module_specs import load_module
 from ..server.mcp._client_channels import ASK_TIMEOUT, LOG_QUEUE
 
 if TYPE_CHECKING:

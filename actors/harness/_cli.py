@@ -62,7 +62,8 @@ and the client's CPU time per call and the machine's load.
 _EPILOG: Final = """\
 targets:
   --module SPEC     this project serves SPEC (a built-in module such as planning,
-                    or package.module:attribute), a process per session over
+                    package.module:attribute, or path/to/file.py[:attribute]),
+                    a process per session over
                     stdio, or one process over Streamable HTTP with --http,
                     or in this process with --in-process
   --command CMD     any stdio MCP server: CMD is started once per session

@@ -33,11 +33,11 @@ from ._cli import configure_logging as configure_logging
 from ._cli import main as main
 from ._cli import read_tokens as read_tokens
 from ._configuration import ConfigurationError as ConfigurationError
+from ._module_specs import load_module as load_module
 from ._options import DEFAULT_MODULES as DEFAULT_MODULES
 from ._options import DEFAULT_RUNTIME as DEFAULT_RUNTIME
 from ._options import KNOWN_MODULES as KNOWN_MODULES
 from ._options import ServeOptions as ServeOptions
-from ._options import load_module as load_module
 from ._serve import Backend as Backend
 from ._serve import local_runtime as local_runtime
 from ._serve import run as run

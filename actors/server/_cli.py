@@ -436,12 +436,13 @@ def _add_module_options(serve: argparse.ArgumentParser, *, cluster: bool) -> Non
     )
     group.add_argument(
         "--module",
-        metavar="PACKAGE.MODULE:ATTRIBUTE",
+        metavar="SPEC",
         action="append",
         default=[],
-        help="also serve your own ToolModule, imported from this path (repeatable); the "
-        "current directory is searched after the installed packages (under python -m, first)"
-        + ("; every shard imports it" if cluster else ""),
+        help="also serve your own ToolModule (repeatable): PACKAGE.MODULE:ATTRIBUTE, imported "
+        "(the current directory is searched after the installed packages; under python -m, "
+        "first), or a file, path/to/notes.py[:ATTRIBUTE] (the attribute may be left out when "
+        "the file defines one ToolModule)" + ("; every shard imports it" if cluster else ""),
     )
     if cluster:
         return  # no workspace: it would run programs wherever its session's shard is

@@ -8,7 +8,6 @@ import importlib.util
 import ipaddress
 import re
 import warnings
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
@@ -21,6 +20,7 @@ from ..modules import content_store, planning, playbook_store, workspace
 from ..store import check_store_url, default_state_url
 from ._addresses import is_loopback
 from ._configuration import ConfigurationError
+from ._module_specs import is_file_spec, load_module
 from ._stdio import DEFAULT_MAX_IN_FLIGHT
 from .http._admission import DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_SESSION_IDLE_TIMEOUT
 from .http._event_store import DEFAULT_MAX_STORED_EVENT_BYTES
@@ -29,6 +29,7 @@ from .http._session_prefix import check_session_id_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
 
     from ..store import Creation
     from .auth._settings import OAuthSettings
@@ -41,7 +42,6 @@ __all__ = [
     "ServeOptions",
     "build_modules",
     "describe_tokens",
-    "load_module",
 ]
 
 DEFAULT_MODULES: Final = ("planning", "playbook_store", "content_store")
@@ -76,8 +76,8 @@ class ServeOptions:
 
     modules: tuple[str | ToolModule[Any], ...] = DEFAULT_MODULES
     """What to serve: built-in modules by name (`KNOWN_MODULES`), your own as
-    ``package.module:attribute`` (imported when the options are checked), or
-    `ToolModule` objects."""
+    ``package.module:attribute`` or a file, ``path/to/notes.py[:notes]`` (imported
+    when the options are checked: `load_module`), or `ToolModule` objects."""
     allow_exec: bool = False
     """Enable the ``workspace`` module, which runs programs on this host."""
     exec_allow: tuple[str, ...] | None = None
@@ -449,57 +449,13 @@ _BUILTIN: Final[Mapping[str, ToolModule[Any]]] = {
 
 
 def _builtin_or_loaded(entry: str) -> ToolModule[Any]:
-    if ":" in entry:
+    if ":" in entry or is_file_spec(entry):
         return load_module(entry)
     module = _BUILTIN.get(entry)
     if module is None:
         msg = (
             f"unknown module {entry!r}; built-in: {', '.join(KNOWN_MODULES)}, or name your own "
-            "as package.module:attribute"
+            "as package.module:attribute or path/to/file.py"
         )
         raise ConfigurationError(msg)
     return module
-
-
-def load_module(spec: str) -> ToolModule[Any]:
-    """Import the `ToolModule` that ``package.module:attribute`` names.
-
-    Raises ConfigurationError naming the spec and what went wrong: a malformed
-    spec, an import that failed (with its exception), a missing attribute, or
-    an attribute that is not a ToolModule.
-    """
-    path, _, attribute = spec.partition(":")
-    if not path or not attribute or ":" in attribute:
-        msg = f"module {spec!r}: expected package.module:attribute, e.g. notes:notes"
-        raise ConfigurationError(msg)
-    try:
-        found: object = importlib.import_module(path)
-    except Exception as exc:  # the operator's code: any failure is reported, not raised
-        msg = f"module {spec!r}: cannot import {path!r}: {type(exc).__name__}: {exc}"
-        raise ConfigurationError(msg) from None
-    module = found
-    for name in attribute.split("."):
-        try:
-            found = getattr(found, name)
-        except AttributeError:
-            msg = f"module {spec!r}: {path!r} has no attribute {attribute!r}{_hidden(module)}"
-            raise ConfigurationError(msg) from None
-    if not isinstance(found, ToolModule):
-        msg = f"module {spec!r}: {attribute!r} is a {type(found).__name__}, not a ToolModule"
-        raise ConfigurationError(msg)
-    return found
-
-
-def _hidden(module: object) -> str:
-    """What to add to an error when a file in the current folder lost to another `module`."""
-    name = getattr(module, "__name__", "")
-    imported = getattr(module, "__file__", None)
-    relative = Path(*name.split("."))
-    candidates = [Path.cwd() / relative.with_suffix(".py"), Path.cwd() / relative / "__init__.py"]
-    mine = next((path for path in candidates if path.is_file()), None)
-    if mine is None or imported is None or Path(imported).resolve() == mine.resolve():
-        return ""
-    return (
-        f"; it was imported from {imported}, which hides your {mine} (it comes first on "
-        "sys.path): rename your file"
-    )

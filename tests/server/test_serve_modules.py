@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import trio
@@ -17,6 +18,9 @@ from actors.server._options import build_modules
 from examples.notes import notes
 
 from .._mcp_helpers import LISTENING, SERVE, HttpServer, LogFile, texts
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -144,3 +148,130 @@ async def test_serve_modules_from_python(tmp_path: Path) -> None:
                     process.kill()
                 await process.wait()
     assert '"count": 1' in texts(counted)
+
+
+@pytest.fixture
+def in_a_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh current folder; the modules and sys.path entries loading adds are undone after."""
+    monkeypatch.chdir(tmp_path)
+    modules, path = set(sys.modules), sys.path[:]
+    yield tmp_path
+    for name in set(sys.modules) - modules:
+        del sys.modules[name]
+    sys.path[:] = path
+
+
+ONE_MODULE = """
+from actors import ToolModule
+from helper import GREETING
+
+box = ToolModule("box", lambda context: [])
+
+@box.tool
+def hello(state: list[str]) -> str:
+    'Say hello, in the words of the file beside this one.'
+    return GREETING
+"""
+
+
+class TestFileSpecs:
+    """``--module`` takes a Python file, as ``python path/to/file.py`` would run it."""
+
+    def _write(self, folder: Path, name: str, text: str) -> Path:
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    def test_a_file_with_one_module_needs_no_attribute_and_imports_its_siblings(
+        self, in_a_folder: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        path = self._write(in_a_folder / "tools", "notes_here.py", ONE_MODULE)
+        self._write(in_a_folder / "tools", "helper.py", "GREETING = 'hi'\n")
+        with caplog.at_level("INFO", logger="actors.serve"):
+            loaded = load_module("tools/notes_here.py")
+        assert loaded.name == "box"
+        assert list(loaded.tools) == ["hello"]
+        assert str(path) in caplog.text  # which file it loaded is said
+
+    @pytest.mark.parametrize("spelling", ["relative", "dot-relative", "absolute"])
+    def test_a_file_and_an_attribute_name_the_module(
+        self, in_a_folder: Path, spelling: str
+    ) -> None:
+        path = self._write(in_a_folder, "two.py", TWO_MODULES)
+        spec = {
+            "relative": "two.py:second",
+            "dot-relative": "./two.py:second",
+            "absolute": f"{path}:second",
+        }[spelling]
+        assert load_module(spec).name == "second"
+
+    def test_a_file_named_like_a_standard_module_neither_hides_it_nor_is_hidden(
+        self, in_a_folder: Path
+    ) -> None:
+        self._write(in_a_folder, "calendar.py", TWO_MODULES)
+        import calendar
+
+        assert load_module("calendar.py:first").name == "first"
+        assert sys.modules["calendar"] is calendar
+        assert hasattr(calendar, "monthrange")  # still the standard library's
+
+    @pytest.mark.parametrize(
+        ("spec", "message"),
+        [
+            ("missing.py", "there is no file"),
+            ("folder/", "is not a Python file"),
+            (
+                "two.py",
+                "the file defines 2 ToolModules (first, second); name one, e.g. two.py:first",
+            ),
+            ("empty.py", "the file defines no ToolModule at its top level"),
+            ("broken.py", "cannot import"),
+            ("two.py:third", "has no attribute 'third'"),
+        ],
+    )
+    def test_a_bad_file_spec_is_refused_naming_it(
+        self, in_a_folder: Path, spec: str, message: str
+    ) -> None:
+        self._write(in_a_folder, "two.py", TWO_MODULES)
+        self._write(in_a_folder, "empty.py", "X = 1\n")
+        self._write(in_a_folder, "broken.py", "raise RuntimeError('import-time failure')\n")
+        (in_a_folder / "folder").mkdir()
+        with pytest.raises(ConfigurationError, match=re.escape(message)):
+            ServeOptions(modules=(spec,)).check()
+
+    def test_a_broken_file_leaves_no_half_module_behind(self, in_a_folder: Path) -> None:
+        self._write(in_a_folder, "broken_here.py", "raise RuntimeError('import-time failure')\n")
+        with pytest.raises(ConfigurationError, match="RuntimeError: import-time failure"):
+            load_module("broken_here.py")
+        assert "broken_here" not in sys.modules
+
+
+TWO_MODULES = """
+from actors import ToolModule
+first = ToolModule("first", lambda context: [])
+second = ToolModule("second", lambda context: [])
+"""
+
+
+async def test_serve_a_module_file_over_stdio(tmp_path: Path) -> None:
+    """``serve --module /path/to/notes.py`` (a file outside the current folder) serves it."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[*SERVE[1:], "--module", str(ROOT / "examples" / "notes.py"), "--state", "memory"],
+        cwd=tmp_path,
+        env={"XDG_STATE_HOME": str(tmp_path)},
+    )
+    with (tmp_path / "stderr").open("w+") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                listed = await session.list_tools()
+                mine = {"sessionId": "s1"}
+                await session.call_tool("notes__add_note", {"text": "one"}, meta=mine)
+                counted = await session.call_tool("notes__count_notes", {}, meta=mine)
+        errlog.seek(0)
+        log = errlog.read()
+    assert "notes__add_note" in {tool.name for tool in listed.tools}
+    assert '"count": 1' in texts(counted)
+    assert str(ROOT / "examples" / "notes.py") in log  # the file it loaded, named
