@@ -37,8 +37,7 @@ _EXPECTED: Final = (
 
 def is_file_spec(spec: str) -> bool:
     """Whether `spec` names a Python file (``notes.py``, ``a/b.py:notes``) rather than a module."""
-    source, _ = _split(spec)
-    return source.endswith(".py") or "/" in source
+    return _names_a_file(_split(spec)[0])
 
 
 def load_module(spec: str) -> ToolModule[Any]:
@@ -51,7 +50,7 @@ def load_module(spec: str) -> ToolModule[Any]:
     attribute that is not a ToolModule, or a file with none or several.
     """
     source, attribute = _split(spec)
-    if is_file_spec(spec):
+    if _names_a_file(source):
         module = _import_file(spec, Path(source).expanduser())
     else:
         if not source or attribute is None or ":" in source:
@@ -65,6 +64,10 @@ def load_module(spec: str) -> ToolModule[Any]:
     )
     logger.info("module %s: %r from %s", spec, found.name, getattr(module, "__file__", "?"))
     return found
+
+
+def _names_a_file(source: str) -> bool:
+    return source.endswith(".py") or "/" in source
 
 
 def _split(spec: str) -> tuple[str, str | None]:
