@@ -54,8 +54,9 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final, overload
+from typing import Any, Final, Generic, TypeVar, final, overload
 
 import attrs
 
@@ -73,6 +74,7 @@ from protocol import (
 )
 
 from ._client import Ask, Log
+from ._durable import Durable
 from ._names import check_name
 from ._progress import Progress
 from ._resources import (
@@ -80,11 +82,16 @@ from ._resources import (
     prompt_result,
     resource_result,
 )
-from ._schema import Signature, output_schema_of, signature_of, structured_data
+from ._schema import (
+    Signature,
+    output_schema_of,
+    signature_of,
+    structured_data,
+    takes_state,
+    wrapped_result,
+    wraps_result,
+)
 from ._uri_template import UriTemplate
-
-if TYPE_CHECKING:
-    from ._durable import Durable
 
 __all__ = ["Completion", "Prompt", "PromptArgument", "Resource", "Tool", "ToolModule"]
 
@@ -109,14 +116,17 @@ def to_call_result(value: object, tool: str) -> CallResult:
         return value
     if isinstance(value, str):
         return CallResult.text(value)
+    if value is None:
+        return CallResult(())  # `-> None`: done, with nothing to say
     if isinstance(value, _CONTENT_ITEMS):
         return CallResult.of(value)
     data = structured_data(value)
     if data is not None:
         return CallResult.data(data)
     msg = (
-        f"handler of {tool!r} returned {type(value).__name__}; return a str, a content item, "
-        "a mapping, an attrs instance, a pydantic model or a CallResult"
+        f"handler of {tool!r} returned {type(value).__name__}; return a str, None, a content "
+        "item, a mapping, an attrs instance, a dataclass, a pydantic model or a CallResult, "
+        "or annotate the return type (-> int, -> list[str]) to return other data"
     )
     raise TypeError(msg)
 
@@ -172,6 +182,9 @@ class Tool:
     stateless: bool = False
     """Whether the tool keeps no state of a conversation (``stateless=True``): it then needs
     no conversation handle, and a call that names no session is never refused for that."""
+    wraps_result: bool = False
+    """Whether the handler returns data of no object type (``-> int``, ``-> list[str]``),
+    which its result carries as ``{"result": value}``."""
 
     @property
     def input_schema(self) -> Mapping[str, Any]:
@@ -212,6 +225,8 @@ class Tool:
         """What the handler returned, as a CallResult stamped with this tool's ServiceInfo."""
         if type(value) is str:  # the common case, built without an intermediate result
             return CallResult((TextContent(value, self.service),))
+        if self.wraps_result and value is not None:
+            return wrapped_result(value).stamped(self.service)
         return to_call_result(value, self.full_name).stamped(self.service)
 
 
@@ -300,8 +315,12 @@ class ToolModule(Generic[StateT]):
 
     name: str = attrs.field()
     """The module name: the ``server`` part of ``server__tool``."""
-    state: Callable[[ToolContext], StateT]
-    """Builds the state for one key; called with the projected context."""
+    state: Callable[[ToolContext], StateT] = attrs.field(default=None)
+    """Builds the state for one key; called with the projected context.
+
+    Declared as the state's class (``ToolModule("notes", Notes)``, called with no
+    arguments per key), a factory of no arguments, or one taking the context;
+    omitted, the module keeps no state and its tools take none."""
     scope: Scope = Scope.SESSION
     """Which context parts key the state."""
     ttl: float | None = None
@@ -310,8 +329,9 @@ class ToolModule(Generic[StateT]):
     """What the module is for."""
     heal_before_call: bool = True
     """Run the state's ``heal()`` hook, if it has one, before every call."""
-    durable: Durable[StateT] | None = None
-    """How the state is stored, for a module whose state survives its actor; see `Durable`."""
+    durable: Durable[StateT] | None = attrs.field(default=None)
+    """How the state is stored, for a module whose state survives its actor; see `Durable`.
+    ``durable=True`` stores the state's class as declared (``Durable(Notes)``)."""
     namespaced: bool = True
     """Whether its tools and prompts are listed as ``module__name`` (the default) or by their
     bare names, which must then be nobody else's (``namespaced=False``)."""
@@ -321,6 +341,8 @@ class ToolModule(Generic[StateT]):
     _completions: list[Completion] = attrs.field(factory=list, init=False)
     _names: dict[str, str] = attrs.field(factory=dict, init=False)  # name -> what it names
     _awaited: bool = attrs.field(default=False, init=False)  # see has_awaited_tools
+    _state_class: type[Any] | None = attrs.field(default=None, init=False)
+    _has_state: bool = attrs.field(default=True, init=False)
 
     @name.validator
     def _check_module_name(self, _attribute: object, value: str) -> None:
@@ -330,6 +352,36 @@ class ToolModule(Generic[StateT]):
         if self.ttl is not None and not self.ttl > 0:
             msg = f"module {self.name!r}: ttl must be positive seconds, got {self.ttl}"
             raise ValueError(msg)
+        declared: object = self.state
+        self._has_state = declared is not None
+        self.state, self._state_class = _state_factory(self.name, declared)
+        self.durable = _durability(self.name, self.durable, self._state_class)
+        if self._state_class is None and self.durable is not None:
+            self._state_class = self.durable.state_type
+
+    def __repr__(self) -> str:
+        durable = self.durable
+        kept = (
+            ""
+            if durable is None
+            else f", durable={durable.state_type.__name__} schema {durable.schema}"
+        )
+        return (
+            f"ToolModule({self.name!r}, scope={self.scope.name}, tools={len(self._tools)}, "
+            f"resources={len(self._resources)}, "
+            f"prompts={len(self._prompts)}{kept})"
+        )
+
+    @property
+    def state_class(self) -> type[Any] | None:
+        """The class of the module's state, when it is known: declared as the state, named
+        by the factory's return annotation or by `durable`; None otherwise."""
+        return self._state_class
+
+    @property
+    def has_state(self) -> bool:
+        """Whether the module keeps a state (False when declared without one)."""
+        return self._has_state
 
     @property
     def has_awaited_tools(self) -> bool:
@@ -399,6 +451,12 @@ class ToolModule(Generic[StateT]):
         stateless: bool = False,
     ) -> Callable[..., Any]:
         """Register a handler as a tool named after the function; its docstring describes it.
+
+        The handler's first parameter receives the state when it is named
+        ``state``, unannotated, or annotated with the state's class (see
+        `actors._schema.takes_state`); a handler without one (``def add(a: int,
+        b: int)``) is a stateless tool, its every parameter an argument. A
+        return annotation no result can carry is refused here.
 
         Use it bare, ``@module.tool``, or with declarations about the tool,
         ``@module.tool(heavy=True)`` (also ``module.tool(handler, heavy=True)``):
@@ -490,13 +548,14 @@ class ToolModule(Generic[StateT]):
             )
             raise TypeError(msg)
         _check_hints(where, read_only, title, destructive=destructive, idempotent=idempotent)
-        signature = signature_of(handler)
+        stateful = self._takes_state(where, handler)
+        signature = signature_of(handler, takes_state=stateful)
         _check_asking(where, signature, is_async)
         self._tools[name] = Tool(
             module=self,
             name=name,
             description=description,
-            handler=handler,
+            handler=handler if stateful else _without_state(handler),
             signature=signature,
             service=ServiceInfo(self.name, name, BackendType.BUILTIN),
             is_async=is_async,
@@ -508,11 +567,27 @@ class ToolModule(Generic[StateT]):
             open_world=open_world,
             output_schema=output_schema_of(handler, structured),
             declared_schema=_declared_schema(where, input_schema, signature),
-            stateless=stateless,
+            stateless=stateless or not stateful,
+            wraps_result=structured is None and wraps_result(handler),
         )
         self._names[name] = "tool"
         self._awaited = self._awaited or is_async or heavy
         return handler
+
+    def _takes_state(self, where: str, handler: Callable[..., Any]) -> bool:
+        """Whether `handler` takes the state first (see `takes_state`); refused when it seems
+        to and the module has none."""
+        stateful = takes_state(handler, self._state_class)
+        if stateful and not self._has_state:
+            first = next(iter(inspect.signature(handler).parameters))
+            msg = (
+                f"{where}: module {self.name!r} keeps no state, but the first parameter "
+                f"{first!r} reads as the state's (it is unannotated, or annotated with a class); "
+                f"annotate it as an argument, drop it, or give the module a state: "
+                f"ToolModule({self.name!r}, MyState)"
+            )
+            raise TypeError(msg)
+        return stateful
 
     def _new_name(self, kind: str, handler: Callable[..., Any], name: str | None) -> str:
         """`name`, or the handler's; refused unless snake_case and new in this module.
@@ -895,3 +970,100 @@ async def run_hook(hook: Callable[[], object] | None) -> None:
     outcome = hook()
     if inspect.isawaitable(outcome):
         await outcome
+
+
+# ---- the state a module is declared with
+
+
+def _without_state(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """`handler`, which takes no state, called as a tool's handler is: the state first.
+
+    The wrapper keeps the function's name, docs and ``__wrapped__``; it is a
+    coroutine function when `handler` is one, so the runtime awaits it.
+    """
+    if inspect.iscoroutinefunction(handler):
+
+        @functools.wraps(handler)
+        async def call_async(_state: object, /, **arguments: Any) -> Any:
+            return await handler(**arguments)
+
+        return call_async
+
+    @functools.wraps(handler)
+    def call(_state: object, /, **arguments: Any) -> Any:
+        return handler(**arguments)
+
+    return call
+
+
+def _no_state(_context: ToolContext) -> None:
+    """The state of a module declared without one."""
+
+
+def _state_factory(
+    module: str, declared: object
+) -> tuple[Callable[[ToolContext], Any], type | None]:
+    """The factory called with each key's context, and the state's class where it is known."""
+    if declared is None:
+        return _no_state, None
+    if not callable(declared):
+        msg = (
+            f"module {module!r}: state must be the state's class or a function making it, got "
+            f"{declared!r}; write ToolModule({module!r}, MyState)"
+        )
+        raise TypeError(msg)
+    required = _required_positional(declared)
+    state_class = declared if isinstance(declared, type) else _returned_class(declared)
+    if required == 0:
+        return (lambda _context: declared()), state_class
+    if required == 1:
+        return declared, state_class  # takes the context, as it always could
+    msg = (
+        f"module {module!r}: the state's factory {declared!r} needs {required} arguments; "
+        "it is called with none (a class, or `def new_state() -> MyState`) or with the "
+        "call's context (`def new_state(context: ToolContext) -> MyState`)"
+    )
+    raise TypeError(msg)
+
+
+def _required_positional(factory: Callable[..., Any]) -> int:
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: take it as it is
+        return 1
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for p in parameters if p.kind in kinds and p.default is p.empty)
+
+
+def _returned_class(factory: Callable[..., Any]) -> type | None:
+    try:
+        returned = typing.get_type_hints(factory).get("return")
+    except Exception:  # an unresolvable annotation only hides the class
+        return None
+    return returned if isinstance(returned, type) else None
+
+
+def _durability(module: str, durable: object, state_class: type | None) -> Durable[Any] | None:
+    """`durable` as a `Durable`: ``True`` names the state's class, which must then be known."""
+    if durable is None:
+        return None
+    if isinstance(durable, Durable):
+        if state_class is not None and not issubclass(state_class, durable.state_type):
+            msg = (
+                f"module {module!r}: its state is {state_class.__qualname__}, but durable= "
+                f"stores {durable.state_type.__qualname__}; write durable=True, or "
+                f"Durable({state_class.__qualname__}, ...)"
+            )
+            raise TypeError(msg)
+        return durable
+    if durable is not True:
+        msg = f"module {module!r}: durable= takes True or a Durable(...), got {durable!r}"
+        raise TypeError(msg)
+    if state_class is None:
+        msg = (
+            f"module {module!r}: durable=True stores the state's class, which is unknown here; "
+            f"declare the state as a class (ToolModule({module!r}, MyState, durable=True)) or "
+            "name it: durable=Durable(MyState)"
+        )
+        raise TypeError(msg)
+    return Durable(state_class)

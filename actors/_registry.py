@@ -16,6 +16,7 @@ shards receive them.
 
 from __future__ import annotations
 
+import difflib
 from typing import TYPE_CHECKING, Any, Final, final
 
 from protocol import BUILTIN_PREFIX
@@ -30,6 +31,12 @@ if TYPE_CHECKING:
 __all__ = ["Registry"]
 
 _SHOWN: Final = 20  # how many names an "unknown" error lists before eliding
+_SUGGESTED: Final = 3  # how many close names an "unknown tool" error suggests
+# difflib's similarity ratio a name must reach to be suggested. Not its default 0.6: the
+# ``module__`` prefix a module's names share alone exceeds that (``box__nope`` is 0.7 like
+# ``box__append``, 0.82 like ``box__nap``); one letter missing, doubled, swapped or wrong
+# in a name of seven or more letters scores at least 0.857.
+_CLOSE: Final = 0.85
 
 
 @final
@@ -167,8 +174,23 @@ class Registry:
             msg = f"tool name {name!r} is ambiguous; use one of {', '.join(candidates)}"
             raise UnknownToolError(msg)
         known = _listing(tool.full_name for tool in self.tools())
-        msg = f"unknown tool {name!r}; known tools: {known}"
+        close = self._close_names(name)
+        guess = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+        msg = f"unknown tool {name!r}; {guess}known tools: {known}"
         raise UnknownToolError(msg)
+
+    def _close_names(self, name: str) -> list[str]:
+        """The accepted names most like `name`, closest first, one per tool: a typo's fixes.
+
+        Each tool is suggested as the spelling nearest the caller's (bare, namespaced or
+        ``builtin.``), and once: ``planing__create_goal`` is near all three of one tool's.
+        """
+        every = max(len(self._by_name), 1)  # difflib refuses 0; with no tools none match
+        matches = difflib.get_close_matches(name, self._by_name, every, _CLOSE)
+        nearest: dict[str, str] = {}
+        for match in matches:
+            nearest.setdefault(self._by_name[match].full_name, match)
+        return list(nearest.values())[:_SUGGESTED]
 
     def operation(self, full_name: str) -> Tool:
         """The tool or hidden operation (of a resource, prompt, completion) named `full_name`."""

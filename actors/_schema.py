@@ -58,6 +58,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import dataclasses
 import datetime
 import decimal
 import enum
@@ -103,7 +104,15 @@ from ._progress import Progress
 if typing.TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["Signature", "output_schema_of", "signature_of", "structured_data"]
+__all__ = [
+    "Signature",
+    "output_schema_of",
+    "signature_of",
+    "structured_data",
+    "takes_state",
+    "wrapped_result",
+    "wraps_result",
+]
 
 _Hook = Callable[[Any, Any], Any]
 
@@ -171,17 +180,18 @@ class Signature:
         return {name: getattr(structured, name) for name in self._parameter_names}
 
 
-def signature_of(handler: Callable[..., Any]) -> Signature:
+def signature_of(handler: Callable[..., Any], *, takes_state: bool = True) -> Signature:
     """Derive the input schema and argument binding of `handler`.
 
-    The first positional parameter receives the module state and is skipped.
+    When `takes_state` (see `takes_state`), the first positional parameter
+    receives the module state and is skipped.
 
     Raises:
         TypeError: if a parameter has no annotation, or one no JSON Schema
             describes, naming the handler and the parameter.
     """
     try:
-        return _derive(handler)
+        return _derive(handler, takes_state)
     except _UnsupportedError as exc:
         name = getattr(handler, "__qualname__", repr(handler))
         msg = f"cannot serve {name} as a tool: {exc}"
@@ -209,13 +219,71 @@ def output_schema_of(
         returned = _hints(handler, name).get("return", inspect.Parameter.empty)
         if structured is not None:
             return _declared_output(returned, structured)
-        if not _is_structured(returned):
+        if _is_structured(returned):
+            with _within("its return annotation"):
+                return _object_output(returned)
+        if not _wraps(returned):
             return None
         with _within("its return annotation"):
-            return _object_output(returned)
+            return _wrapped_output(returned)
     except _UnsupportedError as exc:
         msg = f"cannot serve {name} as a tool: {exc}"
         raise TypeError(msg) from None
+
+
+def wraps_result(handler: Callable[..., Any]) -> bool:
+    """Whether what `handler` returns is data of no object type (an int, a list...), which
+    its result carries as ``{"result": value}`` (as FastMCP does), MCP's structured content
+    being an object."""
+    returned = _hints(handler, getattr(handler, "__qualname__", "the handler")).get("return")
+    return returned is not None and _wraps(returned)
+
+
+def wrapped_result(value: object) -> CallResult:
+    """The result of data of no object type: its JSON text, and ``{"result": value}``."""
+    data = _converter.unstructure(value)
+    return CallResult((TextContent(json.dumps(data, ensure_ascii=False)),), {"result": data})
+
+
+# What a return annotation may name besides data: text, content, a result, nothing, or
+# anything (each value decided when returned).
+_NOT_DATA: Final = (str, CallResult, types.NoneType, Any, object, *_CONTENT_ITEMS)
+
+
+def _wraps(returned: Any) -> bool:
+    """Whether a return annotation names data the result wraps; refused if it names nothing
+    a result can carry."""
+    if get_origin(returned) is Annotated:
+        returned = get_args(returned)[0]
+    if returned is inspect.Parameter.empty or returned in _NOT_DATA or returned is None:
+        return False
+    if _is_structured(returned) or returned in (dict, Mapping):
+        return False  # an object already: its own schema, or each value's own data
+    if returned in (list, tuple):
+        return True  # items of any type: `_wrapped_output` says only "an array"
+    if _is_optional(returned) and _not_none(returned) in _NOT_DATA:
+        return False  # `str | None`: text, or nothing
+    if _is_optional(returned) and _is_structured(_not_none(returned)):
+        return False  # data when there is some: no one schema describes both
+    with _within("its return annotation"):
+        try:
+            _SchemaBuilder(for_output=True).type_schema(returned)
+        except _UnsupportedError as exc:
+            msg = (
+                f"a tool cannot return {_type_name(returned)} ({exc}); it returns a str, a "
+                "number, a bool, a list, None, an attrs class, "
+                "a dataclass, a TypedDict, a dict[str, T], a pydantic model, a content item "
+                "or a CallResult"
+            )
+            raise _UnsupportedError(msg) from None
+    return True
+
+
+def _wrapped_output(returned: Any) -> dict[str, Any]:
+    builder = _SchemaBuilder(for_output=True)
+    bare = returned in (list, tuple)
+    schema = {"type": "array"} if bare else builder.finish(builder.type_schema(returned))
+    return {"type": "object", "properties": {"result": schema}, "required": ["result"]}
 
 
 def _declared_output(returned: Any, structured: type[Any]) -> dict[str, Any]:
@@ -243,7 +311,9 @@ def _is_structured(annotation: Any) -> bool:
     if annotation is CallResult or annotation in _CONTENT_ITEMS:
         return False  # attrs classes too, but the result or a piece of it, not its data
     is_mapping = get_origin(annotation) in (dict, Mapping)
-    is_class = _is_attrs_class(annotation) or _is_pydantic_model(annotation)
+    is_class = (
+        _is_attrs_class(annotation) or _is_pydantic_model(annotation) or _is_dataclass(annotation)
+    )
     return is_mapping or is_class or typing.is_typeddict(annotation)
 
 
@@ -276,7 +346,7 @@ def structured_data(value: object) -> dict[str, Any] | None:
         return None
     if isinstance(value, Mapping):
         return {key: _converter.unstructure(item) for key, item in value.items()}
-    if attrs.has(cls) or _is_pydantic_model(cls):
+    if attrs.has(cls) or _is_pydantic_model(cls) or dataclasses.is_dataclass(cls):
         data = _converter.unstructure(value)
         return data if isinstance(data, dict) else None
     return None
@@ -298,8 +368,8 @@ class _Field:
     """The default to show in the schema, or `attrs.NOTHING`."""
 
 
-def _derive(handler: Callable[..., Any]) -> Signature:
-    parameters = _argument_parameters(handler)
+def _derive(handler: Callable[..., Any], takes_state: bool) -> Signature:
+    parameters = _argument_parameters(handler, takes_state)
     hints = _hints(handler, getattr(handler, "__qualname__", "the handler"))
     context = _injected(parameters, hints, ToolContext)
     progress = _injected(parameters, hints, Progress)
@@ -342,22 +412,65 @@ def _injected(parameters: list[inspect.Parameter], hints: dict[str, Any], kind: 
     return names[0] if names else None
 
 
-def _argument_parameters(handler: Callable[..., Any]) -> list[inspect.Parameter]:
-    """The parameters after the state one, each of which must be passable by keyword."""
+def _argument_parameters(handler: Callable[..., Any], takes_state: bool) -> list[inspect.Parameter]:
+    """The parameters after the state one, if any, each of which must be passable by keyword."""
     parameters = list(inspect.signature(handler).parameters.values())
-    if not parameters or parameters[0].kind not in _POSITIONAL:
-        msg = "its first parameter must be positional: it receives the module state"
-        raise _UnsupportedError(msg)
-    for parameter in parameters[1:]:
+    if takes_state:
+        if not parameters or parameters[0].kind not in _POSITIONAL:
+            msg = "its first parameter must be positional: it receives the module state"
+            raise _UnsupportedError(msg)
+        parameters = parameters[1:]
+    for parameter in parameters:
         if parameter.kind not in _BY_KEYWORD:
             msg = (
                 f"parameter {parameter.name!r} is {parameter.kind.description}, "
                 "but arguments are passed by keyword"
             )
             raise _UnsupportedError(msg)
-    return parameters[1:]
+    return parameters
 
 
+def takes_state(handler: Callable[..., Any], state_class: type[Any] | None) -> bool:
+    """Whether `handler`'s first parameter receives the module state, or it takes none.
+
+    It does when that parameter is positional and named ``state`` (whatever its
+    annotation: ``state: list[str]`` is a state), unannotated, or annotated
+    with the module's `state_class` (or a class related to it), ``Any``,
+    ``object`` or ``None``, or -- the state's class being unknown -- with a
+    class no argument list starts with (an attrs class, a plain class). A
+    handler with no parameters, or whose first is annotated with an argument
+    type (``str``, ``list[int]``, ``Annotated[...]``, a Literal, an Enum...) or
+    with an injected one (`ToolContext`, `Progress`, `Log`, `Ask`), takes no
+    state: FastMCP's ``def add(a: int, b: int)`` is a tool without state.
+    """
+    parameters = list(inspect.signature(handler).parameters.values())
+    if not parameters or parameters[0].kind not in _POSITIONAL:
+        return False
+    first = parameters[0]
+    try:
+        hints = _hints(handler, getattr(handler, "__qualname__", "the handler"))
+    except _UnsupportedError:
+        return True  # `signature_of` names the annotation it cannot resolve
+    if first.name == "state" or first.name not in hints:
+        return True
+    annotation = hints[first.name]
+    if annotation in (Any, object, None, types.NoneType):
+        return True
+    if annotation in _INJECTED_TYPES:
+        return False
+    if isinstance(annotation, type) and state_class is not None:
+        return issubclass(annotation, state_class) or issubclass(state_class, annotation)
+    return not _names_arguments(annotation)
+
+
+def _names_arguments(annotation: Any) -> bool:
+    """Whether `annotation` can only describe an argument, never a module's state."""
+    if annotation in _SCALARS or _is_choice(annotation) or _text_form(annotation) is not None:
+        return True
+    return get_origin(annotation) is not None  # list[...], Annotated[...], X | None...
+
+
+_INJECTED_TYPES: Final = (ToolContext, Progress, Log, Ask)
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _BY_KEYWORD = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
@@ -372,13 +485,29 @@ def _hints(annotated: object, name: str) -> dict[str, Any]:
 
 
 def _parameter_field(parameter: inspect.Parameter, hints: Mapping[str, Any]) -> _Field:
-    has_default = parameter.default is not parameter.empty
+    annotation = hints.get(parameter.name, parameter.empty)
+    default = parameter.default
+    if _is_field_info(default):  # `count: int = Field(default=1, ge=0)`, as pydantic allows
+        if annotation is not parameter.empty:
+            annotation = Annotated[annotation, default]
+        default = parameter.empty
+    field = _field_of(annotation)
+    if default is parameter.empty and field is not None and not field.is_required():
+        default = field.default  # `Annotated[int, Field(default=1)]`
+    has_default = default is not parameter.empty
     return _Field(
         name=parameter.name,
-        annotation=hints.get(parameter.name, parameter.empty),
+        annotation=annotation,
         required=not has_default,
-        default=parameter.default if has_default else attrs.NOTHING,
+        default=default if has_default else attrs.NOTHING,
     )
+
+
+def _field_of(annotation: Any) -> Any:
+    """The pydantic Field among an `Annotated`'s metadata; None when it has none."""
+    if get_origin(annotation) is not Annotated:
+        return None
+    return next((item for item in get_args(annotation)[1:] if _is_field_info(item)), None)
 
 
 def _class_fields(cls: type[Any]) -> list[_Field]:
@@ -553,6 +682,8 @@ class _SchemaBuilder:
             return self.class_schema(annotation)
         if self.for_output and typing.is_typeddict(annotation):
             return self._described(annotation, _typed_dict_fields)
+        if self.for_output and _is_dataclass(annotation):
+            return self._described(annotation, _dataclass_fields)
         supported = _SUPPORTED_OUTPUT if self.for_output else _SUPPORTED
         msg = f"unsupported annotation {_type_name(annotation)}; use {supported}"
         raise _UnsupportedError(msg)
@@ -560,8 +691,14 @@ class _SchemaBuilder:
     def _annotated_schema(self, args: tuple[Any, ...]) -> dict[str, Any]:
         annotation, *metadata = args
         schema = self.type_schema(annotation)
-        descriptions = [item for item in metadata if isinstance(item, str)]
-        return {**schema, "description": descriptions[0]} if descriptions else schema
+        for item in metadata:
+            if isinstance(item, str):
+                schema.setdefault("description", item)
+            elif _is_field_info(item):
+                schema.update(_field_notes(item))
+        for bound in _bounds_of(metadata, schema.get("type")):
+            schema[bound.keyword] = bound.limit
+        return schema
 
 
 @contextlib.contextmanager
@@ -600,6 +737,19 @@ def _json_default(value: object) -> dict[str, Any]:
 
 def _type_name(annotation: Any) -> str:
     return annotation.__qualname__ if isinstance(annotation, type) else repr(annotation)
+
+
+def _is_dataclass(annotation: object) -> bool:
+    return isinstance(annotation, type) and dataclasses.is_dataclass(annotation)
+
+
+def _dataclass_fields(cls: type[Any]) -> list[_Field]:
+    """The keys a dataclass instance unstructures into: each of its fields, always."""
+    hints = _hints(cls, cls.__qualname__)
+    return [
+        _Field(field.name, hints.get(field.name, inspect.Parameter.empty), True, attrs.NOTHING)
+        for field in dataclasses.fields(cls)
+    ]
 
 
 def _is_attrs_class(annotation: object) -> bool:
@@ -670,6 +820,154 @@ def _is_optional(annotation: Any) -> bool:
 def _not_none(optional: Any) -> Any:
     (annotation,) = (arg for arg in get_args(optional) if arg is not types.NoneType)
     return annotation
+
+
+# Constraints: pydantic's `Field(...)` and annotated_types' bounds (`Ge(0)`, `MaxLen(80)`),
+# known without importing either, as models are: an object can only be one of theirs if its
+# library is imported. Each constraint is a JSON Schema keyword in the listing and a check in
+# the structuring hook, so the schema and the validation cannot disagree.
+
+
+@attrs.frozen
+class _Bound:
+    """One constraint on a value: its schema keyword and how a value is checked against it."""
+
+    keyword: str
+    limit: Any
+    says: str
+    """What a value must do, for the message: ``be at least 0``."""
+    holds: Callable[[Any], bool]
+
+
+# annotated_types' class name -> (JSON Schema keyword, message, check); lengths are keyed
+# by the value's JSON type below.
+_NUMERIC_BOUNDS: Final[Mapping[str, tuple[str, str, Callable[[Any, Any], bool]]]] = {
+    "Ge": ("minimum", "be at least", lambda value, limit: value >= limit),
+    "Gt": ("exclusiveMinimum", "be greater than", lambda value, limit: value > limit),
+    "Le": ("maximum", "be at most", lambda value, limit: value <= limit),
+    "Lt": ("exclusiveMaximum", "be less than", lambda value, limit: value < limit),
+    "MultipleOf": ("multipleOf", "be a multiple of", lambda value, limit: value % limit == 0),
+}
+_LENGTH_KEYWORDS: Final[Mapping[str, tuple[str, str]]] = {
+    "string": ("minLength", "maxLength"),
+    "array": ("minItems", "maxItems"),
+    "object": ("minProperties", "maxProperties"),
+}
+# The options of a pydantic Field that become schema and checks; any other is refused.
+_FIELD_OPTIONS: Final = frozenset(
+    {"annotation", "default", "description", "title", "examples", "ge", "gt", "le", "lt"}
+    | {"multiple_of", "min_length", "max_length", "pattern"}
+)
+
+
+def _is_field_info(item: object) -> bool:
+    """Whether `item` is a pydantic ``Field(...)``."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(item, pydantic.fields.FieldInfo)
+
+
+def _is_annotated_type(item: object) -> bool:
+    """Whether `item` is one of annotated_types' constraints, or pydantic's own (``pattern``)."""
+    module = type(item).__module__
+    return module == "annotated_types" or module.startswith("pydantic")
+
+
+def _field_notes(field: Any) -> dict[str, Any]:
+    """The schema keywords of a Field's own words: description, title, examples."""
+    unsupported = sorted(set(getattr(field, "_attributes_set", {})) - _FIELD_OPTIONS)
+    if unsupported:
+        msg = (
+            f"Field({', '.join(f'{name}=' for name in unsupported)}) is not supported here; "
+            "keep to description=, title=, examples=, default= and the bounds (ge=, gt=, "
+            "le=, lt=, multiple_of=, min_length=, max_length=, pattern=)"
+        )
+        raise _UnsupportedError(msg)
+    notes = {"description": field.description, "title": field.title, "examples": field.examples}
+    return {key: value for key, value in notes.items() if value is not None}
+
+
+def _bounds_of(metadata: Sequence[object], json_type: object) -> list[_Bound]:
+    """The constraints among an `Annotated`'s metadata (a Field's included)."""
+    bounds: list[_Bound] = []
+    for item in metadata:
+        if _is_field_info(item):
+            bounds += _bounds_of(getattr(item, "metadata", ()), json_type)
+        elif _is_annotated_type(item):
+            bounds += _item_bounds(item, json_type)
+    return bounds
+
+
+def _item_bounds(item: Any, json_type: object) -> list[_Bound]:
+    name = type(item).__name__
+    if name in ("Interval", "Len"):  # grouped metadata: Interval(ge=0, lt=9), Len(1, 5)
+        return [bound for part in item for bound in _item_bounds(part, json_type)]
+    if name in _NUMERIC_BOUNDS:
+        return [_numeric_bound(name, item, json_type)]
+    if name in ("MinLen", "MaxLen"):
+        return [_length_bound(name, item, json_type)]
+    if name == "Strict" and item.strict:
+        return []  # the converter is strict already
+    if name == "AllowInfNan":
+        return []  # JSON has no infinity or NaN to allow
+    options = {key: value for key, value in vars(item).items() if value is not None}
+    if name == "_PydanticGeneralMetadata" and set(options) == {"pattern"}:
+        pattern = str(options["pattern"])
+        syntax = re.compile(pattern)
+        return [_Bound("pattern", pattern, f"match {pattern!r}", lambda v: bool(syntax.search(v)))]
+    msg = (
+        f"the constraint {item!r} is not supported; use ge=, gt=, le=, lt=, multiple_of=, "
+        "min_length=, max_length= or pattern="
+    )
+    raise _UnsupportedError(msg)
+
+
+def _only_value(item: object) -> Any:
+    """The one value an annotated_types constraint holds (``Ge(0)`` -> 0)."""
+    (field,) = dataclasses.fields(item)  # type: ignore[arg-type]
+    return getattr(item, field.name)
+
+
+def _numeric_bound(name: str, item: object, json_type: object) -> _Bound:
+    if json_type not in ("integer", "number"):
+        msg = f"{name} bounds a number, but the value's schema type is {json_type}"
+        raise _UnsupportedError(msg)
+    keyword, says, check = _NUMERIC_BOUNDS[name]
+    limit = _only_value(item)
+    return _Bound(keyword, limit, f"{says} {limit}", lambda value: check(value, limit))
+
+
+def _length_bound(name: str, item: object, json_type: object) -> _Bound:
+    keywords = _LENGTH_KEYWORDS.get(str(json_type))
+    if keywords is None:
+        msg = f"{name} bounds a length, but the value's schema type is {json_type}"
+        raise _UnsupportedError(msg)
+    limit = _only_value(item)
+    if name == "MinLen":
+        return _Bound(keywords[0], limit, f"be at least {limit} long", lambda v: len(v) >= limit)
+    return _Bound(keywords[1], limit, f"be at most {limit} long", lambda v: len(v) <= limit)
+
+
+def _is_constrained(annotation: Any) -> bool:
+    """Whether `annotation` is an `Annotated` with constraints the structuring hook checks."""
+    if get_origin(annotation) is not Annotated:
+        return False
+    return any(_is_field_info(item) or _is_annotated_type(item) for item in get_args(annotation))
+
+
+def _constrained_hook(annotation: Any, converter: cattrs.Converter) -> _Hook:
+    base, *metadata = get_args(annotation)
+    bounds = _bounds_of(metadata, _SchemaBuilder().type_schema(base).get("type"))
+    structure_base = converter.get_structure_hook(base)
+
+    def structure(value: object, _: object) -> object:
+        structured = structure_base(value, base)
+        for bound in bounds:
+            if not bound.holds(structured):
+                msg = f"must {bound.says}, got {reprlib.repr(structured)}"
+                raise ValueError(msg)
+        return structured
+
+    return structure
 
 
 # Strict structuring.
@@ -1024,6 +1322,7 @@ def _make_converter() -> cattrs.Converter:
         converter.register_unstructure_hook(cls, form.render)
     converter.register_structure_hook_func(_is_pydantic_model, _structure_model)
     converter.register_unstructure_hook_func(_is_pydantic_model, _unstructure_model)
+    converter.register_structure_hook_factory(_is_constrained, _constrained_hook)
     return converter
 
 

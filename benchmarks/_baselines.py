@@ -29,7 +29,8 @@ from actors import ToolModule
 from protocol import CallResult, Scope, ToolContext
 
 if TYPE_CHECKING:
-    from actors import PreparedCall, ProgressReport, Registry, Runtime, RuntimeConfig
+    from actors import ProgressReport, Runtime, RuntimeConfig
+    from actors.lowlevel import PreparedCall, Registry
 
 __all__ = [
     "ChannelFloor",
@@ -278,8 +279,13 @@ class HandlersDirect:
     async def call(self, params: Mapping[str, Any]) -> CallResult:
         """Prepare and run one call on its key's state, here and now."""
         # Looked up at the call: the --against worker imports this module against older
-        # runtimes, which lack `prepare_call` (only the mcp scenario's stand-in needs it).
-        return await self.run(actors.prepare_call(self.registry, params, self.config.policy))
+        # runtimes, which lack `prepare_call` (only the mcp scenario's stand-in needs it),
+        # or have it in `actors` rather than `actors.lowlevel`.
+        try:
+            from actors.lowlevel import prepare_call
+        except ImportError:
+            prepare_call = actors.prepare_call
+        return await self.run(prepare_call(self.registry, params, self.config.policy))
 
     async def run(
         self,

@@ -226,7 +226,7 @@ async def _light_rounds(
 ) -> None:
     """Each round: the heavy batches, then light ones — in process, 1 shard, 2 shards — with
     one caller and with many, each batch's CPU time read around it."""
-    from actors import prepare_call
+    from actors.lowlevel import prepare_call
 
     callers = (1, sizes.cluster_light_callers)
     sessions = _sessions(max(callers))

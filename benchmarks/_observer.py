@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from actors import Observer, open_runtime
+from actors import open_runtime
+from actors.lowlevel import Observer
 
 from ._baselines import bench_module
 from ._call_path import RATIO_TARGET

@@ -146,9 +146,14 @@ def forgotten(output: str) -> None:
 
 
 def mixed(output: str) -> None:
-    """Both conversations landed in one session: each saw the other's goal too."""
-    for person, listed in seen_by(output).items():
-        assert all(goal in listed for goal in GOALS.values()), (person, output)
+    """Both conversations landed in one session: one saw the other's goal too.
+
+    Only the conversation that listed last must see both goals (each creates its goal
+    before listing, so the later list follows both creates); the earlier one may list
+    before the other's create, however the threads happen to run on a busy machine.
+    """
+    seen = seen_by(output).values()
+    assert any(all(goal in listed for goal in GOALS.values()) for listed in seen), output
 
 
 def refused(output: str) -> None:

@@ -44,8 +44,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
-from actors import Registry, ToolError, ToolModule, prepare_call
+from actors import ToolError, ToolModule
 from actors._module import to_call_result
+from actors.lowlevel import Registry, prepare_call
 from protocol import CallResult, ToolContext
 
 if TYPE_CHECKING:

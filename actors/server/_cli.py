@@ -620,6 +620,8 @@ def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> No
     )
     group.add_argument(
         "--log-level",
+        # Lowercased before the choices are checked, so INFO (as other tools spell it) works.
+        type=str.lower,
         choices=_LOG_LEVELS,
         default="info",
         help="what to log to stderr (default info: one line per call)",

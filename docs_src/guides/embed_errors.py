@@ -4,7 +4,8 @@ from typing import Any
 
 import trio
 
-from actors import Runtime, RuntimeCallError, UnknownToolError, error_result, open_runtime
+from actors import Runtime, RuntimeCallError, UnknownToolError, open_runtime
+from actors.lowlevel import error_result
 from actors.modules import planning
 from protocol import CallResult, ProtocolError
 

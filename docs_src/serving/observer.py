@@ -4,7 +4,8 @@ import collections
 
 import trio
 
-from actors import CallRecord, Observer, Observers, open_runtime
+from actors import open_runtime
+from actors.lowlevel import CallRecord, Observer, Observers
 from actors.modules import planning
 from actors.telemetry import PrometheusMetrics
 

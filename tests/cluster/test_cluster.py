@@ -20,7 +20,8 @@ import pytest
 import trio
 import trio.testing
 
-from actors import UnknownToolError, prepare_call
+from actors import UnknownToolError
+from actors.lowlevel import prepare_call
 from protocol import ProtocolError
 
 from .._postgres import fresh_postgres_url_fixture, postgres_server_fixture  # noqa: F401  (fixtures)

@@ -13,12 +13,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from actors import (
-    ArgumentsError,
-    ToolError,
-    error_result,
-    open_runtime,
-)
+from actors import ArgumentsError, ToolError, open_runtime
+from actors.lowlevel import error_result
 from actors.modules import planning
 from actors.server import McpAdapter
 from protocol import Caller, CallError, CallResult, TenantError, service_info_of

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pytest
 
-from actors import Registry, ToolModule, UnknownToolError, open_runtime
+from actors import ToolModule, UnknownToolError, open_runtime
+from actors.lowlevel import Registry
 from actors.modules import content_store, planning, playbook_store, workspace
 from protocol import CallResult
 
@@ -230,8 +231,9 @@ class TestResults:
             result = await runtime.call_tool("echo__give", {"__sessionId": "s"})
         assert result.is_error
         assert (
-            "returned int; return a str, a content item, a mapping, an attrs instance, "
-            "a pydantic model or a CallResult" in result.first_text
+            "returned int; return a str, None, a content item, a mapping, an attrs instance, "
+            "a dataclass, a pydantic model or a CallResult, or annotate the return type "
+            "(-> int, -> list[str]) to return other data" in result.first_text
         )
 
 

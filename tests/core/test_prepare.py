@@ -15,15 +15,14 @@ import trio.testing
 
 from actors import (
     ArgumentsError,
-    Registry,
     RuntimeConfig,
     ToolModule,
     UnknownToolError,
     open_asyncio_runtime,
     open_blocking_runtime,
     open_runtime,
-    prepare_call,
 )
+from actors.lowlevel import Registry, prepare_call
 from actors.modules import planning
 from protocol import (
     Caller,

@@ -20,11 +20,9 @@ import trio.testing
 from actors import (
     ActorCrashedError,
     ArgumentsError,
-    CallRecord,
     CallTimeoutError,
     CapacityError,
     HandlerError,
-    Observer,
     Runtime,
     RuntimeCallError,
     RuntimeClosedError,
@@ -36,6 +34,7 @@ from actors import (
     UnknownToolError,
     open_runtime,
 )
+from actors.lowlevel import CallRecord, Observer
 from protocol import (
     Caller,
     CallError,

@@ -53,11 +53,8 @@ from actors import (
     HandlerError,
     Log,
     LogMessage,
-    Observer,
     Progress,
     PromptArgument,
-    Registry,
-    StopReason,
     ToolError,
     ToolModule,
     UnknownPromptError,
@@ -67,6 +64,7 @@ from actors import (
 from actors._client import MAX_LOG_TEXT, check_form
 from actors._resources import MAX_COMPLETIONS
 from actors._uri_template import UriTemplate
+from actors.lowlevel import Observer, Registry, StopReason
 from actors.store import MemoryStore
 from protocol import (
     ActorKey,

@@ -361,7 +361,7 @@ class TestDerivedOutputSchemas:
             await calls.data("shapes__described")
         assert shape["colour"] == "blue"
 
-    @pytest.mark.parametrize("returned", ["str", "CallResult", None, "Any", "list[str]"])
+    @pytest.mark.parametrize("returned", ["str", "CallResult", None, "Any", "str | None"])
     def test_text_results_and_unannotated_returns_have_no_schema(
         self, returned: str | None
     ) -> None:

@@ -31,8 +31,6 @@ from mcp.shared.exceptions import MCPError
 from actors import (
     Answer,
     ArgumentsError,
-    BlockingTarget,
-    CallTarget,
     HandlerError,
     ToolModule,
     UnknownResourceError,
@@ -40,8 +38,8 @@ from actors import (
     open_asyncio_runtime,
     open_blocking_runtime,
     open_runtime,
-    prepare_read,
 )
+from actors.lowlevel import BlockingTarget, CallTarget, prepare_read
 from actors.testing import connect
 
 from ._modules import SPECS

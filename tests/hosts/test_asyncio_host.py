@@ -21,9 +21,7 @@ from actors import (
     Answer,
     ArgumentsError,
     AsyncioRuntime,
-    CallRecord,
     CallTimeoutError,
-    Observer,
     RuntimeClosedError,
     RuntimeConfig,
     ToolError,
@@ -32,6 +30,7 @@ from actors import (
     open_asyncio_runtime,
     open_runtime,
 )
+from actors.lowlevel import CallRecord, Observer
 from actors.modules import planning
 from actors.store import StoreError
 from protocol import ActorKey, CallResult, ContextError, ToolContext

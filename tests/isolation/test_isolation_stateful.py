@@ -66,8 +66,9 @@ import trio
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from actors import HandlerError, ToolModule, open_runtime, prepare_prompt, prepare_read
+from actors import HandlerError, ToolModule, open_runtime
 from actors._resources import handler_data
+from actors.lowlevel import prepare_prompt, prepare_read
 from protocol import ActorKey, CallResult, PromptResult, ResourceResult, Scope, ToolContext
 
 from .._stateful_harness import (
@@ -87,8 +88,9 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
     from contextlib import AbstractAsyncContextManager
 
-    from actors import PreparedCall, Runtime
+    from actors import Runtime
     from actors._prepare import Route
+    from actors.lowlevel import PreparedCall
 
 # ---- the modules under test ------------------------------------------------
 

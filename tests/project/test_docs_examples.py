@@ -61,6 +61,7 @@ PRINTING = [
             "modules_types",
             "modules_declarations",
             "modules_results",
+            "modules_plain",
             "modules_annotations",
             "modules_heavy",
             "modules_names",

@@ -321,7 +321,8 @@ class TestCallPath:
             "('content_store', 's1', None, None)",
         ]
         assert lines[3].startswith(
-            "UnknownToolError: unknown tool 'planning__create_gaol'; known tools: "
+            "UnknownToolError: unknown tool 'planning__create_gaol'; did you mean "
+            "'planning__create_goal'? known tools: "
         )
         assert lines[4:] == [
             "ArgumentsError: invalid arguments: $.goal: expected a string, got int",

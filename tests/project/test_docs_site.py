@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Each documented package and its reference page in the built site.
 PAGES = {
     "actors": "reference/actors/index.html",
+    "actors.lowlevel": "reference/lowlevel/index.html",
     "actors.server": "reference/server/index.html",
     "actors.store": "reference/store/index.html",
     "actors.cluster": "reference/cluster/index.html",
@@ -196,11 +197,9 @@ class Site:
         return self._pages[relative]
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
-    """The site, built once for this module with ``mkdocs build --strict``."""
+def build_site(directory: Path) -> Site:
+    """The site, built into ``directory`` with ``mkdocs build --strict``; the build may fail."""
     require_docs_tools()
-    directory = tmp_path_factory.mktemp("site")
     env = {
         **os.environ,
         # MkDocs plugins print notices about MkDocs' future at every build: not ours to act on.
@@ -217,6 +216,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
         check=False,
     )
     return Site(directory, build)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
+    """The site, built once for this module."""
+    return build_site(tmp_path_factory.mktemp("site"))
 
 
 @pytest.mark.timeout(BUILD_TIMEOUT + 60)

@@ -15,17 +15,15 @@ import trio
 
 from actors import (
     ArgumentsError,
-    CallRecord,
     Durable,
-    Observer,
     RuntimeClosedError,
     RuntimeConfig,
-    StopReason,
     ToolError,
     ToolModule,
     UnknownToolError,
     open_runtime,
 )
+from actors.lowlevel import CallRecord, Observer, StopReason
 from actors.store import MemoryStore
 
 from .._calls import call_params

@@ -29,8 +29,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from actors import ArgumentsError, CallRecord, StopReason, UnknownToolError, open_runtime
+from actors import ArgumentsError, UnknownToolError, open_runtime
 from actors._observe import _OUTCOMES, OK, TOOL_ERROR
+from actors.lowlevel import CallRecord, StopReason
 from actors.modules import planning
 from actors.telemetry import PrometheusMetrics
 from actors.telemetry._prometheus import LATENCY_BUCKETS, UNKNOWN_TOOL

@@ -13,7 +13,8 @@ import sys
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from actors import CallRecord, StopReason, open_runtime
+from actors import open_runtime
+from actors.lowlevel import CallRecord, StopReason
 from actors.modules import planning
 from actors.telemetry import PrometheusMetrics
 from protocol import ActorKey, ToolContext

@@ -28,7 +28,8 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from actors import CallRecord, open_runtime
+from actors import open_runtime
+from actors.lowlevel import CallRecord
 from actors.modules import planning
 from actors.telemetry._tracing import TracingObserver, tracing_configured
 from protocol import ToolContext
