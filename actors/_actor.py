@@ -49,6 +49,7 @@ import enum
 import functools
 import logging
 import math
+import secrets
 import time
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
@@ -717,8 +718,7 @@ class ActorLoop:
         actor.pending -= 1  # only now: until the thread ended, the actor was busy
         actor.idle_since = self.now()
 
-    @staticmethod
-    async def _invoke(state: object, envelope: Envelope) -> CallResult:
+    async def _invoke(self, state: object, envelope: Envelope) -> CallResult:
         """An async handler's call and result conversion, on the loop."""
         tool = envelope.tool
         try:
@@ -727,7 +727,7 @@ class ActorLoop:
             )
             return tool.result_of(value)
         except Exception as exc:
-            return _failure(tool, exc)
+            return self._failure(tool, exc)
 
     async def _invoke_in_thread(
         self, actor: Actor, state: object, envelope: Envelope
@@ -748,8 +748,7 @@ class ActorLoop:
         assert worker.result is not None  # set before finished
         return worker.result.unwrap()
 
-    @staticmethod
-    def _invoke_sync(state: object, envelope: Envelope, channels: _Channels) -> CallResult:
+    def _invoke_sync(self, state: object, envelope: Envelope, channels: _Channels) -> CallResult:
         """A sync handler's call and result conversion: on the loop, or a heavy one's thread."""
         tool = envelope.tool
         try:
@@ -759,20 +758,30 @@ class ActorLoop:
                 value = tool.invoke(state, envelope.context, envelope.arguments, *channels)
             return tool.result_of(value)
         except Exception as exc:
-            return _failure(tool, exc)
+            return self._failure(tool, exc)
 
+    def _failure(self, tool: Tool, exc: Exception) -> CallResult:
+        """The error result of a handler that raised `exc`; call it where `exc` is being handled.
 
-def _failure(tool: Tool, exc: Exception) -> CallResult:
-    """The error result of a handler that raised `exc`; call it where `exc` is being handled.
-
-    A ToolError's text is the whole message; anything else is logged with its
-    traceback and named in the result.
-    """
-    if isinstance(exc, ToolError):
-        return CallResult.error(str(exc)).stamped(tool.service)
-    logger.exception("tool %s failed", tool.full_name)
-    message = f"tool {tool.full_name!r} failed: {type(exc).__name__}: {exc}"
-    return CallResult.error(message).stamped(tool.service)
+        A ToolError's text is the whole message: its author wrote it for the caller.
+        Anything else is logged with its traceback under a fresh error id, and named in
+        the result; with ``mask_errors`` the result gives only the id, since exception
+        text can carry paths, SQL, secrets or another key's data (the log keeps them).
+        """
+        if isinstance(exc, ToolError):
+            return CallResult.error(str(exc)).stamped(tool.service)
+        # The id is logged masked or not, so an operator's search reads the same either way.
+        error_id = secrets.token_hex(6)
+        logger.exception("tool %s failed (error id %s)", tool.full_name, error_id)
+        # None leaves masking to the host; a runtime in process masks nothing.
+        if self.config.mask_errors:
+            message = (
+                f"tool {tool.full_name!r} failed with an unexpected error (error id {error_id}); "
+                "the server's log has the details"
+            )
+        else:
+            message = f"tool {tool.full_name!r} failed: {type(exc).__name__}: {exc}"
+        return CallResult.error(message).stamped(tool.service)
 
 
 _Channels = tuple[Progress | None, Log | None, Ask | None]

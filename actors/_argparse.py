@@ -4,6 +4,9 @@ options from ``MCP_ACTORS_…`` environment variables.
 * A usage error prints the one line that says what is wrong and where to read
   more, not the whole usage block (argparse's default buries the error under
   it).
+* A mistyped option, subcommand or choice is named with the ones it is likely a
+  typo of: ``unrecognized arguments: --modul x; for '--modul', did you mean
+  '--module'?``.
 * The argument types the commands share (`positive_int`, `positive_seconds`,
   `seconds_or_zero`) refuse a bad value with one line that says what it must be.
 * Every option that takes a value can come from the environment, as
@@ -20,10 +23,12 @@ import math
 import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar, overload
+
+from ._names import did_you_mean
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
 __all__ = [
     "ENVIRONMENT_PREFIX",
@@ -53,13 +58,19 @@ def command_name() -> str:
     return "mcp-actors" if os.path.basename(sys.argv[0]) == "mcp-actors" else "python -m actors"
 
 
+_N = TypeVar("_N")  # the namespace a caller parses into
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse's parser with a short usage error and ``--version``."""
+    """argparse's parser with a short usage error, ``--version`` and "did you mean"."""
 
     def __init__(self, *args: object, with_version: bool = True, **kwargs: object) -> None:
         """argparse's arguments; `with_version` adds ``--version`` (not to a parent parser)."""
         # No abbreviations: `--session` must never be read as `--session-idle-timeout`.
         kwargs.setdefault("allow_abbrev", False)
+        if sys.version_info >= (3, 14):
+            # Its own guess at a mistyped choice would come on top of ours (`_check_value`).
+            kwargs["suggest_on_error"] = False
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]  # argparse's own keywords
         if with_version:
             self.add_argument(
@@ -72,6 +83,56 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Print what is wrong and where to read more (not the usage block); exit 2."""
         self.exit(2, f"{self.prog}: error: {message}\n(see '{self.prog} --help')\n")
+
+    @overload
+    def parse_args(
+        self, args: Iterable[str] | None = None, namespace: None = None
+    ) -> argparse.Namespace: ...
+    @overload
+    def parse_args(self, args: Iterable[str] | None, namespace: _N) -> _N: ...
+    @overload
+    def parse_args(self, *, namespace: _N) -> _N: ...
+    def parse_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> Any:
+        """argparse's, an unrecognized option named with the known ones it is near."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            # argparse's own words; it has no hook to add to them.
+            message = f"unrecognized arguments: {' '.join(extras)}"
+            self.error(message + self._chosen(parsed)._guess_option(extras))
+        return parsed
+
+    def _chosen(self, parsed: object) -> Parser:
+        """The parser of the subcommand `parsed` ran (of its subcommand, …), else this one."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(parsed, action.dest, ""))
+                if isinstance(chosen, Parser):
+                    return chosen._chosen(parsed)
+        return self
+
+    def _guess_option(self, extras: Sequence[str]) -> str:
+        """``; for '--modul', did you mean '--module'?`` for the first of `extras` that
+        is near an option of this parser; ``""`` if none is."""
+        for extra in extras:
+            typed = extra.partition("=")[0]  # `--modul=x` is the option `--modul`
+            if not typed.startswith(tuple(self.prefix_chars)):
+                continue  # a value, or a positional argument nothing takes
+            guess = did_you_mean(typed, self._option_string_actions)
+            if guess:
+                return f"; for {typed!r}, {guess.rstrip()}"
+        return ""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's check that `value` is one of the choices, naming the ones it is near."""
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            choices = list(action.choices or ())
+            words = isinstance(value, str) and all(isinstance(c, str) for c in choices)
+            guess = did_you_mean(value, choices) if words else ""  # difflib compares text
+            if not guess:
+                raise
+            raise argparse.ArgumentError(action, f"{exc.message}; {guess.rstrip()}") from None
 
 
 def positive_int(text: str) -> int:

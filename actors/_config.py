@@ -52,3 +52,14 @@ class RuntimeConfig:
     state_retention: float | None = attrs.field(default=30 * 24 * 3600.0, validator=_positive)
     """Stored state neither written nor used (loaded, or held by a live actor) for this many
     seconds is deleted (with a store); None keeps it."""
+    mask_errors: bool | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(bool))
+    )
+    """Whether a handler's unexpected exception (anything but a `ToolError`) reaches the
+    caller only as an error id, its text and traceback logged under that id: exception text
+    can carry paths, SQL, secrets or another key's data.
+
+    ``None`` leaves it to the host. `actors.server.serve` (the ``serve`` and ``cluster``
+    commands) masks over HTTP, whose clients are remote (``--no-mask-errors`` turns it off),
+    and not over stdio, whose client is the user's own parent process; a runtime in process
+    masks nothing, its caller being the code that embeds it."""

@@ -56,7 +56,7 @@ import inspect
 import json
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Generic, TypeVar, final, overload
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, final, overload
 
 import attrs
 
@@ -91,11 +91,18 @@ from ._schema import (
     wrapped_result,
     wraps_result,
 )
-from ._uri_template import UriTemplate
+from ._uri_template import URI_TYPES, UriTemplate
 
 __all__ = ["Completion", "Prompt", "PromptArgument", "Resource", "Tool", "ToolModule"]
 
-StateT = TypeVar("StateT")
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar as DefaultingTypeVar
+
+    # `ToolModule("math")`, declared without a state, is a `ToolModule[None]`.
+    StateT = DefaultingTypeVar("StateT", default=None)
+else:
+    # typing's TypeVar takes no default before Python 3.13; only type checkers read it.
+    StateT = TypeVar("StateT")
 HandlerT = TypeVar("HandlerT", bound=Callable[..., Any])
 
 _CONTENT_ITEMS: Final = (TextContent, ImageContent, AudioContent, EmbeddedResource, ResourceLink)
@@ -309,13 +316,13 @@ class Completion:
 
 
 @final
-@attrs.define(eq=False)
+@attrs.define(eq=False, init=False)
 class ToolModule(Generic[StateT]):
     """A named group of tools sharing one state per key of its scope."""
 
-    name: str = attrs.field()
+    name: str
     """The module name: the ``server`` part of ``server__tool``."""
-    state: Callable[[ToolContext], StateT] = attrs.field(default=None)
+    state: Callable[[ToolContext], StateT]
     """Builds the state for one key; called with the projected context.
 
     Declared as the state's class (``ToolModule("notes", Notes)``, called with no
@@ -329,7 +336,7 @@ class ToolModule(Generic[StateT]):
     """What the module is for."""
     heal_before_call: bool = True
     """Run the state's ``heal()`` hook, if it has one, before every call."""
-    durable: Durable[StateT] | None = attrs.field(default=None)
+    durable: Durable[StateT] | None = None
     """How the state is stored, for a module whose state survives its actor; see `Durable`.
     ``durable=True`` stores the state's class as declared (``Durable(Notes)``)."""
     namespaced: bool = True
@@ -344,27 +351,41 @@ class ToolModule(Generic[StateT]):
     _state_class: type[Any] | None = attrs.field(default=None, init=False)
     _has_state: bool = attrs.field(default=True, init=False)
 
-    @name.validator
-    def _check_module_name(self, _attribute: object, value: str) -> None:
-        check_name("module", value)
+    def __init__(
+        self,
+        name: str,
+        state: type[StateT] | Callable[[], StateT] | Callable[[ToolContext], StateT] | None = None,
+        scope: Scope = Scope.SESSION,
+        ttl: float | None = None,
+        description: str = "",
+        heal_before_call: bool = True,
+        durable: Durable[Any] | bool | None = None,
+        namespaced: bool = True,
+    ) -> None:
+        """A module named `name` whose each key's state `state` makes (see the fields).
 
-    def __attrs_post_init__(self) -> None:
-        if self.ttl is not None and not self.ttl > 0:
-            msg = f"module {self.name!r}: ttl must be positive seconds, got {self.ttl}"
+        Written out rather than made by attrs so that what it takes is typed as written:
+        the state as its class or a factory, ``durable=True``. Raises ValueError or
+        TypeError naming what is wrong; nothing is kept of a module refused.
+        """
+        check_name("module", name)
+        if ttl is not None and not ttl > 0:
+            msg = f"module {name!r}: ttl must be positive seconds, got {ttl}"
             raise ValueError(msg)
-        declared: object = self.state
-        self._has_state = declared is not None
-        self.state, self._state_class = _state_factory(self.name, declared)
-        self.durable = _durability(self.name, self.durable, self._state_class)
-        if self._state_class is None and self.durable is not None:
-            self._state_class = self.durable.state_type
+        factory, state_class = _state_factory(name, state)
+        stored = _durability(name, durable, state_class)
+        self.__attrs_init__(
+            name, factory, scope, ttl, description, heal_before_call, stored, namespaced
+        )
+        self._has_state = state is not None
+        self._state_class = state_class or (stored.state_class if stored else None)
 
     def __repr__(self) -> str:
         durable = self.durable
         kept = (
             ""
             if durable is None
-            else f", durable={durable.state_type.__name__} schema {durable.schema}"
+            else f", durable={durable.state_class.__name__} schema {durable.schema}"
         )
         return (
             f"ToolModule({self.name!r}, scope={self.scope.name}, tools={len(self._tools)}, "
@@ -645,8 +666,11 @@ class ToolModule(Generic[StateT]):
         The handler reads the state of the caller's key, in its actor's turn,
         and never changes it (a durable module does not write after it); its
         parameters after the state are the template's variables, each of a
-        type that travels as a string (``str``, ``UUID``, ``date``, a
-        string ``Literal``…), plus an optional `ToolContext`. It returns the
+        type one segment of a URI can write (``str``, ``int``, ``float``,
+        ``bool``, a ``Literal`` or an Enum of those, ``UUID``, ``date``…,
+        bounded with ``Annotated`` as a tool's argument may be), plus an
+        optional `ToolContext`. A variable's text is read as its type (see
+        `actors._uri_template`) and checked like a tool's argument. It returns the
         contents: ``str``, ``bytes``, JSON data, `ResourceContents` (see
         `actors._resources`). `mime_type` is the contents' media type
         (``text/plain`` for text, ``application/octet-stream`` for bytes and
@@ -672,8 +696,8 @@ class ToolModule(Generic[StateT]):
                     f"be the template's variables ({', '.join(template.variables) or 'none'})"
                 )
                 raise TypeError(msg)
-            _check_string_arguments(where, operation.signature, "a URI variable")
-            self._resources[base] = Resource(template, title, text, mime_type, operation)
+            typed = template.typed(_variable_types(where, operation.signature))
+            self._resources[base] = Resource(typed, title, text, mime_type, operation)
             self._names[base] = "resource"
             return handler
 
@@ -803,7 +827,9 @@ class ToolModule(Generic[StateT]):
         if heavy and is_async:
             msg = f"{where}: heavy=True is for sync handlers, but this one is async"
             raise TypeError(msg)
-        signature = signature_of(handler)
+        # As a tool's: a handler without a state parameter (FastMCP's way) reads no state.
+        stateful = self._takes_state(where, handler)
+        signature = signature_of(handler, takes_state=stateful)
         injected = (signature.progress_parameter, signature.log_parameter, signature.ask_parameter)
         if any(parameter is not None for parameter in injected):
             msg = (
@@ -815,7 +841,12 @@ class ToolModule(Generic[StateT]):
             module=self,
             name=name,
             description=description,
-            handler=_converting(handler, convert, is_async=is_async, reads_uri=reads_uri),
+            handler=_converting(
+                handler if stateful else _without_state(handler),
+                convert,
+                is_async=is_async,
+                reads_uri=reads_uri,
+            ),
             signature=signature,
             service=ServiceInfo(self.name, name, BackendType.BUILTIN),
             is_async=is_async,
@@ -886,10 +917,9 @@ def _check_asking(where: str, signature: Signature, is_async: bool) -> None:
 
 
 def _check_string_arguments(where: str, signature: Signature, what: str) -> None:
-    """Refuse arguments that do not travel as strings: URIs and prompts carry only strings."""
-    schema = signature.input_schema
-    for argument, property_schema in schema.get("properties", {}).items():
-        if not _is_string_schema(property_schema, schema.get("$defs", {})):
+    """Refuse arguments that do not travel as strings: prompts carry only strings."""
+    for argument, types in _argument_types(signature).items():
+        if types != _STRING:
             msg = (
                 f"{where}: parameter {argument!r} is {what}, which is always a string; "
                 "annotate it str, or a type written as one (a string Literal or Enum, "
@@ -898,16 +928,57 @@ def _check_string_arguments(where: str, signature: Signature, what: str) -> None
             raise TypeError(msg)
 
 
-def _is_string_schema(schema: Mapping[str, Any], definitions: Mapping[str, Any]) -> bool:
+def _variable_types(where: str, signature: Signature) -> dict[str, frozenset[str]]:
+    """The JSON types each URI variable is read as; refused for a type no URI text is."""
+    types = _argument_types(signature)
+    for argument, kinds in types.items():
+        if not kinds or not kinds <= URI_TYPES:
+            msg = (
+                f"{where}: parameter {argument!r} is a URI variable, read from the text of "
+                "one segment; annotate it str, int, float, bool, a Literal or an Enum of "
+                "those, UUID, date, datetime, Decimal or Path (Annotated with bounds if "
+                "you like), not a list, a mapping or a class"
+            )
+            raise TypeError(msg)
+    return types
+
+
+def _argument_types(signature: Signature) -> dict[str, frozenset[str]]:
+    """Per argument, the JSON types its values may have (none known: empty)."""
+    schema = signature.input_schema
+    definitions = schema.get("$defs", {})
+    return {
+        argument: _json_types(property_schema, definitions)
+        for argument, property_schema in schema.get("properties", {}).items()
+    }
+
+
+def _json_types(schema: Mapping[str, Any], definitions: Mapping[str, Any]) -> frozenset[str]:
+    """The JSON types a value of `schema` may have (a union's null left out: it stands for
+    a value left out); empty when the schema does not say."""
     reference = schema.get("$ref")
     if isinstance(reference, str) and reference.startswith("#/$defs/"):
-        return _is_string_schema(definitions.get(reference.removeprefix("#/$defs/"), {}), {})
+        return _json_types(definitions.get(reference.removeprefix("#/$defs/"), {}), {})
     if "anyOf" in schema:  # `str | None`: a string, or left out
         options = [option for option in schema["anyOf"] if option != {"type": "null"}]
-        return bool(options) and all(_is_string_schema(o, definitions) for o in options)
+        each = [_json_types(option, definitions) for option in options]
+        # One option of no known type (Any) makes the whole unknown.
+        return frozenset().union(*each) if each and all(each) else frozenset()
     if "enum" in schema:
-        return all(isinstance(value, str) for value in schema["enum"])
-    return schema.get("type") == "string"
+        return frozenset(_JSON_TYPE_NAMES.get(type(value), "other") for value in schema["enum"])
+    kind = schema.get("type")
+    return frozenset({kind}) if isinstance(kind, str) else frozenset()
+
+
+_STRING: Final = frozenset({"string"})
+# A Literal's or an Enum's values in a schema are JSON values; bool is no integer here.
+_JSON_TYPE_NAMES: Final[Mapping[type, str]] = {
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    type(None): "null",
+}
 
 
 def _prompt_arguments(schema: Mapping[str, Any]) -> tuple[PromptArgument, ...]:
@@ -1048,14 +1119,7 @@ def _durability(module: str, durable: object, state_class: type | None) -> Durab
     if durable is None:
         return None
     if isinstance(durable, Durable):
-        if state_class is not None and not issubclass(state_class, durable.state_type):
-            msg = (
-                f"module {module!r}: its state is {state_class.__qualname__}, but durable= "
-                f"stores {durable.state_type.__qualname__}; write durable=True, or "
-                f"Durable({state_class.__qualname__}, ...)"
-            )
-            raise TypeError(msg)
-        return durable
+        return durable.for_module(module, state_class)
     if durable is not True:
         msg = f"module {module!r}: durable= takes True or a Durable(...), got {durable!r}"
         raise TypeError(msg)

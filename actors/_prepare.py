@@ -23,7 +23,9 @@ from protocol import (
 
 from ._errors import UnknownResourceError
 from ._module import URI_ARGUMENT
+from ._names import did_you_mean
 from ._resources import MAX_COMPLETIONS, Completions
+from ._uri_template import text_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -203,10 +205,11 @@ def prepare_completion(
 
 
 def _choices(schema: Mapping[str, Any]) -> list[str]:
-    """The string values `schema` lists: its ``enum``, or its union members' (``X | None``)."""
+    """The values `schema` lists (its ``enum``, or its union members', ``X | None``), each
+    as the text a URI or a prompt writes it: ``1`` for an IntEnum's member."""
     members = [schema, *schema.get("anyOf", ()), *schema.get("oneOf", ())]
-    listed = [choice for member in members for choice in member.get("enum", ())]
-    return [choice for choice in dict.fromkeys(listed) if isinstance(choice, str)]
+    listed = [text_of(choice) for member in members for choice in member.get("enum", ())]
+    return list(dict.fromkeys(listed))
 
 
 def _arguments_of(registry: Registry, kind: str, target: str) -> Mapping[str, Any]:
@@ -216,7 +219,8 @@ def _arguments_of(registry: Registry, kind: str, target: str) -> Mapping[str, An
     else:
         templates = {resource.template.text: resource for resource in registry.templates()}
         if target not in templates:
-            msg = f"no resource template is {target!r:.300}; see resources/templates/list"
+            guess = did_you_mean(target, templates)
+            msg = f"no resource template is {target!r:.300}; {guess}see resources/templates/list"
             raise UnknownResourceError(msg, target)
         operation = templates[target].operation
     properties: Mapping[str, Any] = operation.signature.input_schema.get("properties", {})

@@ -7,7 +7,8 @@ names"). A module declared ``namespaced=False`` lists its tools and prompts
 under their bare names; such a name must then be nobody else's.
 
 Prompts are named like tools. Resources are found by URI: a resource's own,
-else the first resource template (in module order) that matches it; two
+else the first resource template (in module order) that matches it, its
+variables' text read as their types (`actors._uri_template`); two
 modules may not declare the same URI or template. Every operation the
 runtime runs — tools, and the hidden ones behind resources, prompts and
 completions — is also found by its full name (`operation`), as a cluster's
@@ -16,12 +17,12 @@ shards receive them.
 
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING, Any, Final, final
 
 from protocol import BUILTIN_PREFIX
 
-from ._errors import UnknownPromptError, UnknownResourceError, UnknownToolError
+from ._errors import ArgumentsError, UnknownPromptError, UnknownResourceError, UnknownToolError
+from ._names import did_you_mean
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -31,12 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["Registry"]
 
 _SHOWN: Final = 20  # how many names an "unknown" error lists before eliding
-_SUGGESTED: Final = 3  # how many close names an "unknown tool" error suggests
-# difflib's similarity ratio a name must reach to be suggested. Not its default 0.6: the
-# ``module__`` prefix a module's names share alone exceeds that (``box__nope`` is 0.7 like
-# ``box__append``, 0.82 like ``box__nap``); one letter missing, doubled, swapped or wrong
-# in a name of seven or more letters scores at least 0.857.
-_CLOSE: Final = 0.85
 
 
 @final
@@ -174,23 +169,11 @@ class Registry:
             msg = f"tool name {name!r} is ambiguous; use one of {', '.join(candidates)}"
             raise UnknownToolError(msg)
         known = _listing(tool.full_name for tool in self.tools())
-        close = self._close_names(name)
-        guess = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+        # Each tool is suggested once, in its spelling nearest the caller's (bare,
+        # namespaced or ``builtin.``): ``planing__create_goal`` is near all three of one tool's.
+        guess = did_you_mean(name, self._by_name, lambda match: self._by_name[match].full_name)
         msg = f"unknown tool {name!r}; {guess}known tools: {known}"
         raise UnknownToolError(msg)
-
-    def _close_names(self, name: str) -> list[str]:
-        """The accepted names most like `name`, closest first, one per tool: a typo's fixes.
-
-        Each tool is suggested as the spelling nearest the caller's (bare, namespaced or
-        ``builtin.``), and once: ``planing__create_goal`` is near all three of one tool's.
-        """
-        every = max(len(self._by_name), 1)  # difflib refuses 0; with no tools none match
-        matches = difflib.get_close_matches(name, self._by_name, every, _CLOSE)
-        nearest: dict[str, str] = {}
-        for match in matches:
-            nearest.setdefault(self._by_name[match].full_name, match)
-        return list(nearest.values())[:_SUGGESTED]
 
     def operation(self, full_name: str) -> Tool:
         """The tool or hidden operation (of a resource, prompt, completion) named `full_name`."""
@@ -214,8 +197,13 @@ class Registry:
         """Every prompt, module by module."""
         yield from self._prompts.values()
 
-    def resource(self, uri: str) -> tuple[Resource, dict[str, str]]:
-        """The resource serving `uri`, and its template's variables; or UnknownResourceError."""
+    def resource(self, uri: str) -> tuple[Resource, dict[str, Any]]:
+        """The resource serving `uri`, and its template's variables, read as their types.
+
+        Raises ArgumentsError when only a variable's type keeps `uri` from a
+        template (``users://abc/profile`` for an int ``user_id``), saying so;
+        else UnknownResourceError.
+        """
         static = self._static.get(uri)
         if static is not None:
             return static, {}
@@ -223,7 +211,16 @@ class Registry:
             variables = template.template.match(uri)
             if variables is not None:
                 return template, variables
-        msg = f"no resource has the URI {uri!r:.300}; resources/list and resources/templates/list"
+        # Asked only now: a later template that reads the text (a str) serves the URI.
+        refusal = next(filter(None, (t.template.refusal(uri) for t in self._templates)), None)
+        if refusal is not None:
+            msg = f"invalid arguments: {refusal}"
+            raise ArgumentsError(msg)
+        guess = did_you_mean(uri, self._static)
+        msg = (
+            f"no resource has the URI {uri!r:.300}; {guess}"
+            "resources/list and resources/templates/list"
+        )
         raise UnknownResourceError(msg, uri)
 
     def prompt(self, name: str) -> Prompt:
@@ -232,7 +229,8 @@ class Registry:
         if prompt is not None:
             return prompt
         known = _listing(self._prompts)
-        msg = f"unknown prompt {name!r:.200}; known prompts: {known}"
+        guess = did_you_mean(name, self._prompts)
+        msg = f"unknown prompt {name!r:.200}; {guess}known prompts: {known}"
         raise UnknownPromptError(msg)
 
     def completion(self, kind: str, target: str, argument: str) -> Completion | None:

@@ -72,7 +72,17 @@ import types
 import typing
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, Final, Literal, Union, final, get_args, get_origin
+from typing import (
+    Annotated,
+    Any,
+    Final,
+    Literal,
+    TypeGuard,
+    Union,
+    final,
+    get_args,
+    get_origin,
+)
 
 import attrs
 import cattrs
@@ -97,7 +107,7 @@ from protocol import (
     ToolContext,
 )
 
-from ._client import Ask, Log
+from ._channel import Channel, ChannelKind
 from ._errors import ArgumentsError
 from ._progress import Progress
 
@@ -373,8 +383,8 @@ def _derive(handler: Callable[..., Any], takes_state: bool) -> Signature:
     hints = _hints(handler, getattr(handler, "__qualname__", "the handler"))
     context = _injected(parameters, hints, ToolContext)
     progress = _injected(parameters, hints, Progress)
-    log = _injected(parameters, hints, Log)
-    ask = _injected(parameters, hints, Ask)
+    log = _injected(parameters, hints, "log")
+    ask = _injected(parameters, hints, "ask")
     rest = [p for p in parameters if p.name not in (context, progress, log, ask)]
     builder = _SchemaBuilder()
     schema: dict[str, Any]
@@ -403,13 +413,28 @@ def _derive(handler: Callable[..., Any], takes_state: bool) -> Signature:
     )
 
 
-def _injected(parameters: list[inspect.Parameter], hints: dict[str, Any], kind: type) -> str | None:
-    """The one parameter annotated `kind`, which the runtime fills in; None if there is none."""
-    names = [p.name for p in parameters if hints.get(p.name) is kind]
+def _injected(
+    parameters: list[inspect.Parameter], hints: dict[str, Any], kind: type | ChannelKind
+) -> str | None:
+    """The one parameter annotated `kind` (a type, or a channel's kind), which the runtime
+    fills in; None if there is none."""
+    names = [p.name for p in parameters if _annotates(hints.get(p.name), kind)]
     if len(names) > 1:
-        msg = f"parameters {', '.join(map(repr, names))} all take the {kind.__name__}; keep one"
+        taken = hints[names[0]].__name__
+        msg = f"parameters {', '.join(map(repr, names))} all take the {taken}; keep one"
         raise _UnsupportedError(msg)
     return names[0] if names else None
+
+
+def _annotates(hint: object, kind: type | ChannelKind) -> bool:
+    """Whether a parameter annotated `hint` takes what `kind` names."""
+    if isinstance(kind, str):
+        return _is_channel(hint) and hint.kind == kind
+    return hint is kind
+
+
+def _is_channel(hint: object) -> TypeGuard[type[Channel]]:
+    return isinstance(hint, type) and issubclass(hint, Channel)
 
 
 def _argument_parameters(handler: Callable[..., Any], takes_state: bool) -> list[inspect.Parameter]:
@@ -456,7 +481,7 @@ def takes_state(handler: Callable[..., Any], state_class: type[Any] | None) -> b
     annotation = hints[first.name]
     if annotation in (Any, object, None, types.NoneType):
         return True
-    if annotation in _INJECTED_TYPES:
+    if annotation in _INJECTED_TYPES or _is_channel(annotation):
         return False
     if isinstance(annotation, type) and state_class is not None:
         return issubclass(annotation, state_class) or issubclass(state_class, annotation)
@@ -470,7 +495,7 @@ def _names_arguments(annotation: Any) -> bool:
     return get_origin(annotation) is not None  # list[...], Annotated[...], X | None...
 
 
-_INJECTED_TYPES: Final = (ToolContext, Progress, Log, Ask)
+_INJECTED_TYPES: Final = (ToolContext, Progress)  # and the channels (`_is_channel`)
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _BY_KEYWORD = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 

@@ -1,7 +1,8 @@
 """A FastAPI service embedding the runtime: each conversation's goals, kept apart.
 
-Run it from the project root with ``uvicorn examples.fastapi_service:app``
-(``pip install -e '.[examples]'``). ``MCP_ACTORS_STATE`` names the state store
+Run it from the project root with ``uvicorn examples.fastapi_service:app --port 8080``
+(``pip install -e '.[examples]'``): 8080, not uvicorn's default 8000, which ``mkdocs
+serve`` takes too. ``MCP_ACTORS_STATE`` names the state store
 (``memory`` by default; ``sqlite:///state.db`` keeps goals across restarts).
 The same tools, on the same state, are served to MCP clients at ``/mcp``;
 ``MCP_ACTORS_TOKENS`` names a tokens file, as ``serve --tokens-file`` reads.
@@ -28,12 +29,13 @@ from actors.server import McpEndpoint, ServeOptions, read_tokens
 from protocol import CallResult, ProtocolError
 
 log = logging.getLogger("uvicorn.error")  # uvicorn's server log: shown with no set-up
+PORT = 8080  # the port the run line above gives uvicorn
 
 
 tokens_file = os.environ.get("MCP_ACTORS_TOKENS")
 tokens = dict(read_tokens(Path(tokens_file))) if tokens_file else {}
 # serve --http's rules: bearer tokens, tenants, Origin and Host checks, limits.
-mcp = McpEndpoint(ServeOptions(http=("127.0.0.1", 8000), tokens=tokens))
+mcp = McpEndpoint(ServeOptions(http=("127.0.0.1", PORT), tokens=tokens))
 
 
 @asynccontextmanager

@@ -11,8 +11,7 @@ from typing import Annotated
 
 import attrs
 
-from actors import Ask, Durable, Log, ToolError, ToolModule
-from protocol import Scope
+from actors import Ask, Log, Scope, ToolError, ToolModule
 
 
 @attrs.define
@@ -20,9 +19,7 @@ class Notes:
     items: list[str] = attrs.field(factory=list)
 
 
-notes = ToolModule(
-    "notes", lambda context: Notes(), scope=Scope.SESSION_ASSISTANT, durable=Durable(Notes)
-)
+notes = ToolModule("notes", Notes, scope=Scope.SESSION_ASSISTANT, durable=True)
 
 
 @notes.tool

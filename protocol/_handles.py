@@ -85,9 +85,11 @@ _START_ANEW: Final = (
     f"call {HANDLE_TOOL} to start a new conversation, and pass the handle it returns as "
     f"{HANDLE_ARGUMENT!r} in every call of that conversation"
 )
-HANDLE_REQUIRED: Final = (
-    f"this call reaches state kept per conversation and names no conversation: {_START_ANEW}"
+_NAMES_NO_CONVERSATION: Final = (
+    "this call reaches state kept per conversation and names no conversation"
 )
+# Built from parts so that the reference, which shows a constant's value, fits its page.
+HANDLE_REQUIRED: Final = f"{_NAMES_NO_CONVERSATION}: {_START_ANEW}"
 """What a stateful call that names no session and carries no handle is told."""
 
 

@@ -9,24 +9,59 @@ stable: fields are added, never renamed or removed, without a new format.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import TYPE_CHECKING, Final, TextIO
 
+import attrs
+
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from pathlib import Path
 
     from ._load import LoadResult
 
-__all__ = ["JSON_FORMAT", "print_report", "rows", "to_json", "write_json"]
+__all__ = ["JSON_FORMAT", "TimeUnit", "print_report", "rows", "time_unit", "to_json", "write_json"]
 
 JSON_FORMAT: Final = "mcp-actors-bench/1"
 """The ``format`` member of the JSON document: its shape's name and version."""
 
 
-def _us(value: float | None) -> str:
-    if value is None:
-        return "unknown"
-    return f"{value / 1000:,.2f} ms" if value >= 10_000 else f"{value:,.0f} µs"
+@attrs.frozen
+class TimeUnit:
+    """The one unit every time in the table is shown in, chosen from those times."""
+
+    name: str
+    """``µs``, ``ms`` or ``s``."""
+    microseconds: int
+    """Microseconds in one of it."""
+    decimals: int
+    """Decimals shown: enough for two significant digits of the smallest time."""
+
+    def format(self, us: float | None) -> str:
+        """`us` microseconds in this unit (``unknown`` for None)."""
+        if us is None:
+            return "unknown"
+        return f"{us / self.microseconds:,.{self.decimals}f} {self.name}"
+
+
+_UNITS: Final = (("s", 1_000_000), ("ms", 1_000), ("µs", 1))
+_MAX_DECIMALS: Final = 3  # 3 decimals of ms are µs: finer than the µs the run measures
+_LARGE: Final = 10  # a unit is chosen once the largest time is this many of it
+
+
+def time_unit(times: Iterable[float | None]) -> TimeUnit:
+    """The unit of the largest of `times` (10 ms and more: ms), with the decimals that show
+    the smallest one to two significant digits."""
+    known = [us for us in times if us is not None and us > 0]
+    if not known:
+        return TimeUnit("µs", 1, 0)
+    name, microseconds = next(
+        (unit for unit in _UNITS if max(known) >= _LARGE * unit[1]), _UNITS[-1]
+    )
+    smallest = min(known) / microseconds
+    decimals = min(_MAX_DECIMALS, max(0, 1 - math.floor(math.log10(smallest))))
+    return TimeUnit(name, microseconds, 0 if microseconds == 1 else decimals)
 
 
 def _count(number: int, thing: str) -> str:
@@ -46,8 +81,17 @@ def _loop(result: LoadResult) -> str:
 
 
 def rows(result: LoadResult) -> list[tuple[str, str]]:
-    """The report's (figure, value) rows, in the order shown."""
+    """The report's (figure, value) rows, in the order shown; its times in one unit."""
     plan, latency = result.plan, result.latency
+    schedule = plan.rate is not None
+    unit = time_unit(
+        [
+            *(latency.p50, latency.p90, latency.p99, latency.p999, latency.max),
+            result.max_start_lag_us if schedule else None,
+            result.server_us_per_call,
+            result.client_us_per_call,
+        ]
+    )
     size = f"{_count(plan.sessions, 'session')}, {_count(plan.callers, 'caller')}"
     errors = ", ".join(f"{kind}: {count}" for kind, count in result.errors.items()) or "none"
     table = [
@@ -55,19 +99,20 @@ def rows(result: LoadResult) -> list[tuple[str, str]]:
         ("load", f"{size}, {_loop(result)}"),
         ("calls", f"{result.calls:,} in {result.seconds:.2f} s ({result.failed:,} failed)"),
         ("calls/s", f"{result.calls_per_second:,.1f}"),
-        ("latency p50", _us(latency.p50)),
-        ("latency p90", _us(latency.p90)),
-        ("latency p99", _us(latency.p99)),
-        ("latency p99.9", _us(latency.p999)),
-        ("latency max", _us(latency.max)),
+        ("latency p50", unit.format(latency.p50)),
+        ("latency p90", unit.format(latency.p90)),
+        ("latency p99", unit.format(latency.p99)),
+        ("latency p99.9", unit.format(latency.p999)),
+        ("latency max", unit.format(latency.max)),
         ("errors", errors),
     ]
-    if plan.rate is not None:
+    if schedule:
         late = f"{result.late:,} started late, {result.dropped:,} dropped"
-        table.append(("schedule", f"{late}; longest wait {_us(result.max_start_lag_us)}"))
+        wait = unit.format(result.max_start_lag_us)
+        table.append(("schedule", f"{late}; longest wait {wait}"))
     table += [
-        ("server CPU/call", _us(result.server_us_per_call)),
-        ("client CPU/call", _us(result.client_us_per_call)),
+        ("server CPU/call", unit.format(result.server_us_per_call)),
+        ("client CPU/call", unit.format(result.client_us_per_call)),
         ("machine load", _load(result)),
     ]
     return table

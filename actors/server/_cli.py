@@ -140,7 +140,7 @@ examples:
   mcp-actors serve
   mcp-actors serve --module notes:notes --session desktop
   mcp-actors serve --http 127.0.0.1:8765 --tokens-file tokens.txt
-  mcp-actors serve --http 127.0.0.1:8765 --oauth-issuer https://auth.example.com \
+  mcp-actors serve --http 127.0.0.1:8765 --oauth-issuer https://auth.example.com \\
       --oauth-resource https://mcp.example.com/mcp --oauth-tenant-claim tenant
   mcp-actors serve --allow-exec --exec-allow python3 --exec-allow ls
 """
@@ -619,6 +619,14 @@ def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> No
         "deletes what is stored for it (off: only the operator ends sessions)",
     )
     group.add_argument(
+        "--mask-errors",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="give a client only an error id, not the text, of a tool's unexpected exception "
+        "(any but a ToolError), which the log keeps with its traceback under that id "
+        "(default: on over HTTP, off over stdio)",
+    )
+    group.add_argument(
         "--log-level",
         # Lowercased before the choices are checked, so INFO (as other tools spell it) works.
         type=str.lower,
@@ -751,6 +759,7 @@ def _options(args: argparse.Namespace) -> ServeOptions:
         heavy_threads=args.heavy_threads,
         state_retention=args.state_retention * _DAY or None,
         policy=ContextPolicy(require_session=args.require_session),
+        mask_errors=args.mask_errors,
     )
     return ServeOptions(
         modules=(*builtins, *args.module),

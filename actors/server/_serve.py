@@ -346,6 +346,7 @@ async def serve(options: ServeOptions, *, backend: Backend = local_runtime) -> N
     (``actors cluster`` passes its shards).
     """
     options.check()
+    options = _masking_decided(options)
     if options.http is not None or options.metrics_address is not None:
         _raise_open_file_limit()
     shutdown = _Shutdown()
@@ -390,6 +391,19 @@ async def serve(options: ServeOptions, *, backend: Backend = local_runtime) -> N
                 logger.info("transport stopped; stopping actors")
             watchers.cancel_scope.cancel()
     logger.info("stopped")
+
+
+def _masking_decided(options: ServeOptions) -> ServeOptions:
+    """`options` with ``mask_errors`` left to the host decided: on over HTTP, off over stdio.
+
+    HTTP clients are remote, perhaps other tenants: an unexpected exception's text may hold
+    paths, queries, secrets or another key's data. A stdio client is the user's own parent
+    process, which may see what the server's log shows.
+    """
+    if options.runtime.mask_errors is not None:
+        return options
+    runtime = attrs.evolve(options.runtime, mask_errors=options.http is not None)
+    return attrs.evolve(options, runtime=runtime)
 
 
 def run(options: ServeOptions) -> None:

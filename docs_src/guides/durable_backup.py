@@ -6,7 +6,14 @@ from pathlib import Path
 
 import trio
 
-from actors.store import DumpError, DumpScope, check_dump, dump_state, open_store, restore_state
+from actors.store import (
+    DumpError,
+    DumpScope,
+    check_dump,
+    dump_state,
+    open_store,
+    restore_state,
+)
 from protocol import ActorKey, ToolContext
 
 
@@ -15,7 +22,8 @@ async def fill(url: str) -> None:
     async with open_store(url) as store:
         for session in ("acme/1", "acme/2", "globex/1"):
             key = ActorKey("todos", ToolContext(session))
-            await store.save(key, b'{"schema":1,"state":{"items":["write docs"]}}', None)
+            blob = b'{"schema":1,"state":{"items":["write docs"]}}'
+            await store.save(key, blob, None)
 
 
 async def main(folder: Path) -> None:
@@ -29,15 +37,18 @@ async def main(folder: Path) -> None:
     print(f"backed up {count} key(s) of {scope.describe()}")
     # --8<-- [end:backup]
 
-    lines = [json.loads(line) for line in backup.read_text(encoding="utf-8").splitlines()]
+    text = backup.read_text(encoding="utf-8")
+    lines = [json.loads(line) for line in text.splitlines()]
     lines[0]["stored"]["state"]["items"] = ["write better docs"]  # the repair
-    backup.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    edited = "".join(json.dumps(line) + "\n" for line in lines)
+    backup.write_text(edited, encoding="utf-8")
 
     # --8<-- [start:restore]
     dump = check_dump(backup.read_bytes(), scope=scope)  # every line, before any write
     async with open_store(url, create="nothing") as store:
         report = await restore_state(store, dump)  # each key only if unchanged since
-    print(f"written {report.written}, unchanged {report.unchanged}, refused {len(report.refused)}")
+    refused = len(report.refused)
+    print(f"written {report.written}, unchanged {report.unchanged}, refused {refused}")
     # --8<-- [end:restore]
 
     # --8<-- [start:refused]

@@ -16,7 +16,7 @@ class NotesV1:
     notes: list[str] = attrs.field(factory=list)
 
 
-notes_v1 = ToolModule("notes", lambda context: NotesV1(), durable=Durable(NotesV1))
+notes_v1 = ToolModule("notes", NotesV1, durable=True)
 
 
 @notes_v1.tool
@@ -47,9 +47,7 @@ def text_renamed(old: dict) -> dict:  # schema 2 → 3: "text" is now "body"
 
 
 notes = ToolModule(
-    "notes",
-    lambda context: Notes(),
-    durable=Durable(Notes, schema=3, migrations={1: tags_added, 2: text_renamed}),
+    "notes", Notes, durable=Durable(schema=3, migrations={1: tags_added, 2: text_renamed})
 )
 # --8<-- [end:migrations]
 
@@ -61,11 +59,11 @@ def show(state: Notes) -> str:
 
 
 # --8<-- [start:unreadable]
-# The same class with no migration: schema 1 blobs cannot be read.
-strict = ToolModule("notes", lambda context: Notes(), durable=Durable(Notes, schema=3))
+# The class changed, but its schema was not raised: schema 1 blobs do not fit it.
+unchanged = ToolModule("notes", Notes, durable=True)
 
 
-@strict.tool(read_only=True)
+@unchanged.tool(read_only=True)
 def count(state: Notes) -> str:
     """How many notes there are."""
     return str(len(state.notes))
@@ -77,8 +75,9 @@ def count(state: Notes) -> str:
 async def main(url: str) -> None:
     async with open_store(url) as store:
         async with open_runtime([notes_v1], store=store) as runtime:
-            await runtime.call_tool("notes__add", {"text": "buy milk", "__sessionId": "s1"})
-        async with open_runtime([strict], store=store) as runtime:
+            added = {"text": "buy milk", "__sessionId": "s1"}
+            await runtime.call_tool("notes__add", added)
+        async with open_runtime([unchanged], store=store) as runtime:
             # --8<-- [start:refused]
             try:
                 await runtime.call_tool("notes__count", {"__sessionId": "s1"})
@@ -86,7 +85,8 @@ async def main(url: str) -> None:
                 print(error)
             # --8<-- [end:refused]
         async with open_runtime([notes], store=store) as runtime:
-            print((await runtime.call_tool("notes__show", {"__sessionId": "s1"})).first_text)
+            shown = await runtime.call_tool("notes__show", {"__sessionId": "s1"})
+            print(shown.first_text)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,7 @@ class Notebook:
     notes: dict[str, Note] = attrs.field(factory=dict)  # note id → note: the parts
 
 
-notebook = ToolModule(
-    "notebook", lambda context: Notebook(), durable=Durable(Notebook, parts=("notes",))
-)
+notebook = ToolModule("notebook", Notebook, durable=Durable(parts=("notes",)))
 
 
 @notebook.tool
@@ -68,9 +66,8 @@ async def main(url: str) -> None:
     async with open_store(url) as store:
         async with open_runtime([notebook], store=store) as runtime:
             for note_id in ("n1", "n2", "n3"):
-                await runtime.call_tool(
-                    "notebook__write", {"note_id": note_id, "body": "…", "__sessionId": "s1"}
-                )
+                written = {"note_id": note_id, "body": "…", "__sessionId": "s1"}
+                await runtime.call_tool("notebook__write", written)
             await runtime.call_tool(
                 "notebook__tag", {"note_id": "n2", "tag": "urgent", "__sessionId": "s1"}
             )

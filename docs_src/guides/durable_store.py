@@ -6,7 +6,7 @@ import sys
 import attrs
 import trio
 
-from actors import Durable, ToolModule, open_runtime
+from actors import ToolModule, open_runtime
 from actors.store import open_store
 
 
@@ -15,7 +15,7 @@ class Todos:
     items: list[str] = attrs.field(factory=list)
 
 
-todos = ToolModule("todos", lambda context: Todos(), durable=Durable(Todos))
+todos = ToolModule("todos", Todos, durable=True)
 
 
 @todos.tool
@@ -38,12 +38,15 @@ def show(state: Todos) -> str:
 async def main(url: str) -> None:
     async with open_store(url) as store:
         async with open_runtime([todos], store=store) as runtime:
-            await runtime.call_tool("todos__add", {"item": "write docs", "__sessionId": "s1"})
-            await runtime.call_tool("todos__show", {"__sessionId": "s1"})  # read-only: no write
+            added = {"item": "write docs", "__sessionId": "s1"}
+            await runtime.call_tool("todos__add", added)
+            # A read-only tool: no write follows it.
+            await runtime.call_tool("todos__show", {"__sessionId": "s1"})
             print("writes:", runtime.statistics().state_writes)
         # A new runtime on the same store: the actor starts again and loads the state.
         async with open_runtime([todos], store=store) as runtime:
-            print((await runtime.call_tool("todos__show", {"__sessionId": "s1"})).first_text)
+            shown = await runtime.call_tool("todos__show", {"__sessionId": "s1"})
+            print(shown.first_text)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The runtime inside an asyncio program: trio runs in guest mode on the asyncio loop."""
+"""The runtime in an asyncio program: trio runs in guest mode on the asyncio loop."""
 
 import asyncio
 
@@ -12,7 +12,8 @@ async def main() -> None:
             "planning__create_goal", {"goal": "Learn Rust", "__sessionId": "s1"}
         )
         results = await asyncio.gather(  # many tasks may call at once
-            *(runtime.call_tool("planning__list_goals", {"__sessionId": s}) for s in ("s1", "s2"))
+            runtime.call_tool("planning__list_goals", {"__sessionId": "s1"}),
+            runtime.call_tool("planning__list_goals", {"__sessionId": "s2"}),
         )
         for result in results:
             print(result.first_text)

@@ -11,7 +11,7 @@ class Counter:
     value: int = 0
 
 
-counter = ToolModule("counter", lambda context: Counter())
+counter = ToolModule("counter", Counter)
 
 
 @counter.tool

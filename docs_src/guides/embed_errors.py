@@ -1,4 +1,4 @@
-"""Turn a refused call into the result the MCP server would send, for a host's own model."""
+"""A refused call as the result the MCP server would send, for a host's own model."""
 
 from typing import Any
 
@@ -22,11 +22,12 @@ async def answer(runtime: Runtime, call: dict[str, Any]) -> CallResult:
 
 async def main() -> None:
     async with open_runtime([planning]) as runtime:
-        for call in [
-            {"name": "planning__create_goal", "arguments": {"goal": 42, "__sessionId": "s1"}},
-            {"name": "planning__create_goal", "arguments": {"goal": "x", "__sesionId": "s1"}},
-            {"name": "planning__delete_everything", "arguments": {"__sessionId": "s1"}},
+        for name, arguments in [
+            ("planning__create_goal", {"goal": 42, "__sessionId": "s1"}),
+            ("planning__create_goal", {"goal": "x", "__sesionId": "s1"}),
+            ("planning__delete_everything", {"__sessionId": "s1"}),
         ]:
+            call = {"name": name, "arguments": arguments}
             result = await answer(runtime, call)
             print(result.is_error, result.first_text)
 

@@ -8,7 +8,7 @@ from actors.modules import planning
 
 async def main() -> None:
     config = RuntimeConfig(ttl=600, max_actors=10_000, call_timeout=30)
-    async with open_runtime([planning], config) as runtime:  # every actor lives in this block
+    async with open_runtime([planning], config) as runtime:  # every actor lives in here
         await runtime.call_tool(
             "planning__create_goal", {"goal": "Learn Rust", "__sessionId": "s1"}
         )
@@ -19,7 +19,8 @@ async def main() -> None:
                 "_meta": {"sessionId": "s2"},
             }
         )
-        result = await runtime.call_tool("planning__list_goals", meta={"sessionId": "s1"})
+        s1 = {"sessionId": "s1"}
+        result = await runtime.call_tool("planning__list_goals", meta=s1)
         print(result.first_text)
         print(runtime.statistics().live_actors, "live actors")
 

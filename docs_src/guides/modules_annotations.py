@@ -14,7 +14,7 @@ class Files:
     names: list[str] = attrs.field(factory=list)
 
 
-files = ToolModule("files", lambda context: Files())
+files = ToolModule("files", Files)
 
 
 @files.tool(title="List files", read_only=True)
@@ -43,11 +43,15 @@ def fetch(state: Files, url: str) -> str:
 
 async def main() -> None:
     # --8<-- [start:list]
-    async with open_runtime([files]) as runtime, Client(McpAdapter(runtime).server) as client:
+    async with (
+        open_runtime([files]) as runtime,
+        Client(McpAdapter(runtime).server) as client,
+    ):
         listed = await client.list_tools()
         for tool in listed.tools:
             assert tool.annotations is not None
-            print(tool.name, tool.annotations.model_dump(by_alias=True, exclude_none=True))
+            hints = tool.annotations.model_dump(by_alias=True, exclude_none=True)
+            print(tool.name, hints)
     # --8<-- [end:list]
 
 

@@ -7,11 +7,11 @@ from mcp import Client
 from actors import ToolModule, open_runtime
 from actors.server import McpAdapter
 
-weather = ToolModule("weather", lambda context: None)
+weather = ToolModule("weather")  # no state: its tools take none
 
 
-@weather.tool(name="forecast", description="The weather in a city for the next three days.")
-def forecast_from_provider_v2(state: None, city: str) -> str:
+@weather.tool(name="forecast", description="The weather in a city for the next 3 days.")
+def forecast_from_provider_v2(city: str) -> str:
     """Asks the v2 provider; for maintainers, not for the model."""
     return f"{city}: sun, sun, rain"
 
@@ -21,7 +21,10 @@ def forecast_from_provider_v2(state: None, city: str) -> str:
 
 async def main() -> None:
     # --8<-- [start:list]
-    async with open_runtime([weather]) as runtime, Client(McpAdapter(runtime).server) as client:
+    async with (
+        open_runtime([weather]) as runtime,
+        Client(McpAdapter(runtime).server) as client,
+    ):
         for tool in (await client.list_tools()).tools:
             print(f"{tool.name}: {tool.description}")
         result = await client.call_tool("weather__forecast", {"city": "Oslo"})
@@ -29,7 +32,7 @@ async def main() -> None:
     # --8<-- [end:list]
 
     # --8<-- [start:undescribed]
-    def alerts(state: None, city: str) -> str:
+    def alerts(city: str) -> str:
         return f"{city}: no alerts"
 
     try:

@@ -9,16 +9,16 @@ from actors import Progress, ToolModule, open_runtime
 
 @attrs.define
 class Index:
-    documents: list[str] = attrs.field(factory=lambda: ["red fox", "lazy dog", "red dog"])
+    documents: list[str] = attrs.Factory(lambda: ["red fox", "lazy dog", "red dog"])
     words: dict[str, int] = attrs.field(factory=dict)
 
 
-index = ToolModule("index", lambda context: Index())
+index = ToolModule("index", Index)
 
 
 @index.tool(heavy=True)
 def rebuild(state: Index, progress: Progress) -> str:
-    """Count the words of every document again (CPU-bound: it runs in a worker thread)."""
+    """Count the words of every document again (CPU-bound: run in a worker thread)."""
     state.words.clear()
     for done, document in enumerate(state.documents, 1):
         for word in document.split():
@@ -46,7 +46,8 @@ async def main() -> None:
         result = await runtime.run(call, progress=print)
         print(result.first_text)
         # --8<-- [end:progress]
-        waited = await runtime.call_tool("index__wait", {"seconds": 0.1, "__sessionId": "s1"})
+        pause = {"seconds": 0.1, "__sessionId": "s1"}
+        waited = await runtime.call_tool("index__wait", pause)
         print(waited.first_text)
 
 

@@ -5,24 +5,24 @@ import trio
 
 from actors import ToolModule, UnknownToolError, open_runtime
 
-inbox = ToolModule("inbox", lambda context: None)
-outbox = ToolModule("outbox", lambda context: None)
+inbox = ToolModule("inbox")  # modules without state: their tools take none
+outbox = ToolModule("outbox")
 
 
 @inbox.tool(read_only=True)
-def count(state: None) -> str:
+def count() -> str:
     """Messages received."""
     return "inbox: 0"
 
 
 @inbox.tool(read_only=True)
-def latest(state: None) -> str:
+def latest() -> str:
     """The newest message."""
     return "nothing yet"
 
 
 @outbox.tool(read_only=True)
-def count(state: None) -> str:  # noqa: F811 -- a tool is named after its function
+def count() -> str:  # noqa: F811 -- a tool is named after its function
     """Messages waiting to be sent."""
     return "outbox: 0"
 

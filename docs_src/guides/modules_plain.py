@@ -7,7 +7,7 @@ import attrs
 import trio
 from pydantic import Field
 
-from actors import ArgumentsError, ToolModule, open_runtime
+from actors import ArgumentsError, TextContent, ToolModule, open_runtime
 
 
 @attrs.define
@@ -47,19 +47,20 @@ def forget(state: Tally) -> None:
 async def main() -> None:
     async with open_runtime([tally]) as runtime:
         # --8<-- [start:calls]
-        for name, arguments in [
+        calls: list[tuple[str, dict[str, object]]] = [
             ("tally__add", {"a": 2, "b": 3}),
             ("tally__count", {"word": "tea", "times": 2}),
             ("tally__count", {"word": "tea", "times": 11}),
             ("tally__forget", {}),
-        ]:
+        ]
+        for name, arguments in calls:
             try:
                 call = {**arguments, "__sessionId": "s1"}
                 result = await runtime.call_tool(name, call)
             except ArgumentsError as exc:  # over MCP: an isError result with this text
                 print(f"{name}: refused: {exc}")
                 continue
-            texts = [item.text for item in result.content]
+            texts = [i.text for i in result.content if isinstance(i, TextContent)]
             print(f"{name}: {texts} {result.structured_content}")
         # --8<-- [end:calls]
 

@@ -4,8 +4,7 @@
 import attrs
 import trio
 
-from actors import ToolError, ToolModule, open_runtime
-from protocol import CallResult
+from actors import CallResult, ToolError, ToolModule, open_runtime
 
 
 @attrs.define

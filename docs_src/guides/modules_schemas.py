@@ -15,7 +15,7 @@ class Shelf:
     books: list[str] = attrs.field(factory=list)
 
 
-library = ToolModule("library", lambda context: Shelf())
+library = ToolModule("library", Shelf)
 
 
 @attrs.frozen
@@ -50,7 +50,7 @@ async def main() -> None:
     async with open_runtime([library]) as runtime:
         # --8<-- [start:bad]
         try:
-            await runtime.call_tool("library__search", {"query": 3, "__sessionId": "s1"})
+            await runtime.call_tool("library__search", {"query": 3, "__sessionId": "s"})
         except ArgumentsError as error:
             print(error)
         # --8<-- [end:bad]

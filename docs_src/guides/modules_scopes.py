@@ -4,8 +4,7 @@
 import attrs
 import trio
 
-from actors import ToolError, ToolModule, open_runtime
-from protocol import Scope, ToolContext
+from actors import Scope, ToolContext, ToolError, ToolModule, open_runtime
 
 
 @attrs.define
@@ -14,7 +13,7 @@ class Draft:
 
 
 # Each assistant of a session has its own draft.
-drafts = ToolModule("drafts", lambda context: Draft(), scope=Scope.SESSION_ASSISTANT)
+drafts = ToolModule("drafts", Draft, scope=Scope.SESSION_ASSISTANT)
 
 
 @drafts.tool
@@ -36,11 +35,12 @@ def read(state: Draft) -> str:
 # --8<-- [start:board]
 @attrs.define
 class Board:
-    owners: dict[str, str | None] = attrs.field(factory=dict)  # task -> the assistant that added it
+    # task -> the assistant that added it
+    owners: dict[str, str | None] = attrs.field(factory=dict)
 
 
 # One board per session, shared by its assistants; each task belongs to its author.
-board = ToolModule("board", lambda context: Board(), scope=Scope.SESSION)
+board = ToolModule("board", Board, scope=Scope.SESSION)
 
 
 @board.tool
@@ -72,10 +72,11 @@ async def main() -> None:
         print((await runtime.call_tool("drafts__read", meta=a1)).first_text)
         print((await runtime.call_tool("drafts__read", meta=a2)).first_text)
 
-        await runtime.call_tool("board__add_task", {"task": "ship"}, meta=a1)
-        refused = await runtime.call_tool("board__close_task", {"task": "ship"}, meta=a2)
+        ship = {"task": "ship"}
+        await runtime.call_tool("board__add_task", ship, meta=a1)
+        refused = await runtime.call_tool("board__close_task", ship, meta=a2)
         print(refused.is_error, refused.first_text)
-        print((await runtime.call_tool("board__close_task", {"task": "ship"}, meta=a1)).first_text)
+        print((await runtime.call_tool("board__close_task", ship, meta=a1)).first_text)
         # --8<-- [end:calls]
 
 

@@ -28,7 +28,7 @@ class Payment:
     receipt: bytes | None = None
 
 
-ledger = ToolModule("ledger", lambda context: Ledger())
+ledger = ToolModule("ledger", Ledger)
 
 
 @ledger.tool
@@ -61,7 +61,8 @@ def send_invoice(state: Ledger, to: Address, total: Decimal) -> str:
 
 async def main() -> None:
     # --8<-- [start:schema]
-    for name, schema in ledger.tools["record"].signature.input_schema["properties"].items():
+    properties = ledger.tools["record"].signature.input_schema["properties"]
+    for name, schema in properties.items():
         print(f"{name}: {json.dumps(schema)}")
     # --8<-- [end:schema]
     async with open_runtime([ledger]) as runtime:
@@ -73,11 +74,16 @@ async def main() -> None:
             "received": "2026-05-09T14:30:00+02:00",
             "receipt": "JVBERi0=",
         }
-        result = await runtime.call_tool("ledger__record", {**payment, "__sessionId": "s1"})
+        s1 = {"__sessionId": "s1"}
+        result = await runtime.call_tool("ledger__record", {**payment, **s1})
         print(json.dumps(result.structured_content))
-        mistakes = {"amount": 12.5, "received": "2026-05-09T14:30:00", "day": "2026-13-01"}
+        mistakes = {
+            "amount": 12.5,
+            "received": "2026-05-09T14:30:00",
+            "day": "2026-13-01",
+        }
         try:
-            await runtime.call_tool("ledger__record", {**payment, **mistakes, "__sessionId": "s1"})
+            await runtime.call_tool("ledger__record", {**payment, **mistakes, **s1})
         except ArgumentsError as error:
             print(error)
         # --8<-- [end:calls]
@@ -85,14 +91,12 @@ async def main() -> None:
         schema = ledger.tools["send_invoice"].signature.input_schema
         print(schema["properties"]["to"], list(schema["$defs"]))
         to = {"street": "Dam 1", "postcode": 1012, "city": "Amsterdam"}
+        invoice = {"to": to, "total": "99.95", **s1}
         try:
-            await runtime.call_tool(
-                "ledger__send_invoice", {"to": to, "total": "99.95", "__sessionId": "s1"}
-            )
+            await runtime.call_tool("ledger__send_invoice", invoice)
         except ArgumentsError as error:
             print(error)
-        to = {"street": "Dam 1", "postcode": "1012 JS"}
-        invoice = {"to": to, "total": "99.95", "__sessionId": "s1"}
+        invoice["to"] = {"street": "Dam 1", "postcode": "1012 JS"}
         print((await runtime.call_tool("ledger__send_invoice", invoice)).first_text)
         # --8<-- [end:invoice]
 

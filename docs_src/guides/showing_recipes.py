@@ -1,4 +1,4 @@
-"""Resources, a resource template with a completion, and a prompt: a conversation's recipes."""
+"""Resources, a template with a completion, and a prompt: a conversation's recipes."""
 
 # --8<-- [start:module]
 from typing import Annotated
@@ -14,7 +14,7 @@ class Recipes:
     by_name: dict[str, str] = attrs.field(factory=dict)
 
 
-recipes = ToolModule("recipes", lambda context: Recipes())
+recipes = ToolModule("recipes", Recipes)
 
 
 @recipes.tool
@@ -75,9 +75,11 @@ async def main() -> None:
             print(meta["sessionId"], "->", index.contents[0].text.replace("\n", " "))
 
         soup = await runtime.read_resource("recipes://recipe/soup", meta=mine)
-        print(soup.contents[0].uri, soup.contents[0].mime_type, repr(soup.contents[0].text))
+        [content] = soup.contents
+        print(content.uri, content.mime_type, repr(content.text))
 
-        typed = await runtime.complete("recipes://recipe/{name}", "name", "s", meta=mine)
+        template = "recipes://recipe/{name}"
+        typed = await runtime.complete(template, "name", "s", meta=mine)
         print("completions:", typed.values)
 
         prompt = await runtime.get_prompt("recipes__cook", {"name": "soup"}, meta=mine)

@@ -21,7 +21,10 @@ SERVER = StdioServerParameters(command=sys.executable, args=[*SERVE, *OPTIONS])
 
 
 async def main() -> bool:
-    async with stdio_client(SERVER) as (read, write), ClientSession(read, write) as client:
+    async with (
+        stdio_client(SERVER) as (read, write),
+        ClientSession(read, write) as client,
+    ):
         await client.initialize()
 
         @asynccontextmanager

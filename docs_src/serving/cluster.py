@@ -10,7 +10,8 @@ from actors.cluster import open_cluster
 def main(state: str) -> None:
     with open_cluster(["actors.modules:planning"], shards=2, state=state) as cluster:
         meta = {"sessionId": "alpha/conversation-1"}
-        call = {"name": "planning__create_goal", "arguments": {"goal": "Ship"}, "_meta": meta}
+        goal = {"goal": "Ship"}
+        call = {"name": "planning__create_goal", "arguments": goal, "_meta": meta}
         print(cluster.call_blocking(call).first_text)  # Created goal g1: Ship
         added = cluster.add_shard()  # about a third of the sessions move to it
         cluster.remove_shard(added)  # and back

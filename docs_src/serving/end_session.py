@@ -1,4 +1,4 @@
-"""Calls that name no session over stdio land in the connection's own; session__end ends it."""
+"""Over stdio, calls naming no session share the connection's; session__end ends it."""
 
 import sys
 
@@ -10,7 +10,10 @@ SERVE = ["-m", "actors", "serve", "--allow-end-session"]
 
 async def main() -> None:
     server = StdioServerParameters(command=sys.executable, args=SERVE)
-    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+    async with (
+        stdio_client(server) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         await session.call_tool("planning__create_goal", {"goal": "Draft the talk"})
         listed = await session.call_tool("planning__list_goals", {})

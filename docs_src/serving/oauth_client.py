@@ -1,4 +1,4 @@
-"""An OAuth client of `serve --oauth-issuer`: what it is told without a token, then its calls."""
+"""An OAuth client of `serve --oauth-issuer`: its answer without a token, then calls."""
 
 import os
 import urllib.parse
@@ -35,7 +35,7 @@ async def discover(url: str) -> None:
 
 
 async def main(url: str = URL, token: str = "") -> None:
-    token = token or os.environ["ACCESS_TOKEN"]  # a token the issuer signed for this server
+    token = token or os.environ["ACCESS_TOKEN"]  # the issuer signed it for this server
     await discover(url)
     headers = {"Authorization": f"Bearer {token}"}
     async with (

@@ -11,7 +11,7 @@ from actors.telemetry import PrometheusMetrics
 
 
 class CallCounter(Observer):
-    """Counts calls by tool and outcome; the other events do nothing (Observer's defaults)."""
+    """Counts calls by tool and outcome; other events do nothing (as Observer's do)."""
 
     def __init__(self) -> None:
         self.calls: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -22,9 +22,11 @@ class CallCounter(Observer):
 
 async def main() -> None:
     counter, metrics = CallCounter(), PrometheusMetrics()
-    async with open_runtime([planning], observer=Observers([counter, metrics])) as runtime:
-        await runtime.call_tool("planning__create_goal", {"goal": "Ship", "__sessionId": "s1"})
-        await runtime.call_tool("planning__mark_todo", {"todo_id": "t9", "__sessionId": "s1"})
+    observer = Observers([counter, metrics])
+    async with open_runtime([planning], observer=observer) as runtime:
+        s1 = {"sessionId": "s1"}
+        await runtime.call_tool("planning__create_goal", {"goal": "Ship"}, meta=s1)
+        await runtime.call_tool("planning__mark_todo", {"todo_id": "t9"}, meta=s1)
     print(sorted(counter.calls.items()))
     body, _content_type = metrics.exposition()
     for line in body.decode().splitlines():

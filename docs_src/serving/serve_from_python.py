@@ -7,7 +7,7 @@ from actors.server import ServeOptions, configure_logging, read_tokens, run
 
 
 def options(tokens_file: Path) -> ServeOptions:
-    tokens = dict(read_tokens(tokens_file))  # the --tokens-file format: TOKEN or TOKEN=TENANT
+    tokens = dict(read_tokens(tokens_file))  # --tokens-file's: TOKEN or TOKEN=TENANT
     return ServeOptions(
         modules=("planning", "content_store"),
         http=("127.0.0.1", 8765),

@@ -10,7 +10,7 @@ def options(issuer: str = "https://auth.example.com") -> ServeOptions:
         http=("127.0.0.1", 8765),
         oauth=OAuthSettings(
             issuer=issuer,  # exactly as the tokens' iss claim has it
-            resource="http://127.0.0.1:8765/mcp",  # as clients reach it: the audience too
+            resource="http://127.0.0.1:8765/mcp",  # as clients reach it; the audience
             tenant_claim="tenant",  # {"tenant": "acme"}: the sessions acme and acme/...
             required_scopes=("mcp:tools",),
         ),

@@ -30,9 +30,10 @@ async def main(url: str = URL) -> None:
         own = {"sessionId": "alpha/conversation-2"}
         await alpha.call_tool("planning__create_goal", {"goal": "Ship"}, meta=own)
         other = {"sessionId": "beta/conversation-1"}
-        refused = await alpha.call_tool("planning__create_goal", {"goal": "Spy"}, meta=other)
+        spy = {"goal": "Spy"}
+        refused = await alpha.call_tool("planning__create_goal", spy, meta=other)
         print(refused.is_error, refused.content[0].text)
-        # Naming no session: alpha/<Mcp-Session-Id>, deleted when this HTTP session ends.
+        # Naming no session: alpha/<Mcp-Session-Id>, deleted as this HTTP session ends.
         await alpha.call_tool("planning__create_goal", {"goal": "Scratch"})
     async with connect(url, GATEWAY) as gateway:
         for session in ("alpha/conversation-2", "beta/conversation-1"):

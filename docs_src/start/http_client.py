@@ -1,6 +1,7 @@
 """Call the notes server over Streamable HTTP with the MCP SDK's client.
 
-Start the server first: mcp-actors serve --module notes:notes --http 127.0.0.1:8765
+Start the server first, in the folder of notes.py, its state in a file there:
+mcp-actors serve --module notes:notes --http 127.0.0.1:8765 --state sqlite:///notes.db
 """
 
 import trio
@@ -10,11 +11,13 @@ from mcp import Client
 async def main(url: str = "http://127.0.0.1:8765/mcp") -> None:
     async with Client(url) as client:
         meta = {"sessionId": "s1"}
-        added = await client.call_tool("notes__add_note", {"text": "buy milk"}, meta=meta)
+        note = {"text": "buy milk"}
+        added = await client.call_tool("notes__add_note", note, meta=meta)
         print(added.structured_content)
         result = await client.call_tool("notes__list_notes", {}, meta=meta)
         print(result.content[0].text)
-        other = await client.call_tool("notes__list_notes", {}, meta={"sessionId": "s2"})
+        theirs = {"sessionId": "s2"}
+        other = await client.call_tool("notes__list_notes", {}, meta=theirs)
         print(other.content[0].text)
 
 

@@ -5,8 +5,7 @@ from typing import Annotated
 
 import attrs
 
-from actors import Durable, ToolError, ToolModule
-from protocol import Scope
+from actors import Scope, ToolError, ToolModule
 
 
 @attrs.define
@@ -14,7 +13,7 @@ class Notes:
     items: list[str] = attrs.field(factory=list)
 
 
-notes = ToolModule("notes", lambda context: Notes(), scope=Scope.SESSION, durable=Durable(Notes))
+notes = ToolModule("notes", Notes, scope=Scope.SESSION, durable=True)
 # --8<-- [end:state]
 
 

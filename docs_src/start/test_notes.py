@@ -18,10 +18,13 @@ from actors.testing import connect
 
 
 # --8<-- [start:in_process]
+BUY_MILK = {"text": "buy milk", "__sessionId": "s1"}  # the arguments, and the session
+
+
 @pytest.mark.trio
 async def test_each_session_sees_only_its_own_notes() -> None:
     async with open_runtime([notes]) as runtime:
-        await runtime.call_tool("notes__add_note", {"text": "buy milk", "__sessionId": "s1"})
+        await runtime.call_tool("notes__add_note", BUY_MILK)
         mine = await runtime.call_tool("notes__list_notes", {"__sessionId": "s1"})
         theirs = await runtime.call_tool("notes__list_notes", {"__sessionId": "s2"})
     assert mine.first_text == "- buy milk"
@@ -32,7 +35,7 @@ async def test_each_session_sees_only_its_own_notes() -> None:
 async def test_notes_survive_a_restart(tmp_path: Path) -> None:
     async with open_store(f"sqlite:///{tmp_path}/state.db") as store:
         async with open_runtime([notes], store=store) as runtime:
-            await runtime.call_tool("notes__add_note", {"text": "buy milk", "__sessionId": "s1"})
+            await runtime.call_tool("notes__add_note", BUY_MILK)
         async with open_runtime([notes], store=store) as runtime:
             result = await runtime.call_tool("notes__list_notes", {"__sessionId": "s1"})
     assert result.first_text == "- buy milk"
@@ -76,7 +79,8 @@ async def test_the_server_serves_notes_over_stdio() -> None:
     async with Client(server) as client:
         listed = await client.list_tools()
         added = await client.call_tool("notes__add_note", {"text": "buy milk"})
-    assert {tool.name for tool in listed.tools} == {"notes__add_note", "notes__list_notes"}
+    names = {tool.name for tool in listed.tools}
+    assert names == {"notes__add_note", "notes__list_notes"}
     assert added.structured_content == {"count": 1}
 
 
@@ -91,7 +95,8 @@ async def test_blank_notes_are_refused_and_the_others_counted(texts: list[str]) 
     counts = []
     async with open_runtime([notes]) as runtime:  # a fresh runtime for every example
         for text in texts:
-            result = await runtime.call_tool("notes__add_note", {"text": text, "__sessionId": "s"})
+            arguments = {"text": text, "__sessionId": "s"}
+            result = await runtime.call_tool("notes__add_note", arguments)
             assert result.is_error == (not text.strip())
             if not result.is_error:
                 counts.append(result.structured_content["count"])

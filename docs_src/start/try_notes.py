@@ -20,7 +20,8 @@ async def main(state: str) -> None:
             print(mine.first_text)
             theirs = await runtime.call_tool("notes__list_notes", {"__sessionId": "s2"})
             print(theirs.first_text)
-            refused = await runtime.call_tool("notes__add_note", {"text": " ", "__sessionId": "s1"})
+            blank = {"text": " ", "__sessionId": "s1"}
+            refused = await runtime.call_tool("notes__add_note", blank)
             print(refused.is_error, refused.first_text)
         async with open_runtime([notes], store=store) as runtime:
             again = await runtime.call_tool("notes__list_notes", {"__sessionId": "s1"})

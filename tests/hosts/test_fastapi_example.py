@@ -13,6 +13,7 @@ import asyncio
 import os
 import re
 import select
+import shlex
 import signal
 import socket
 import subprocess
@@ -242,6 +243,18 @@ async def test_the_mounted_mcp_endpoint_shares_the_state_under_servers_rules(
     assert status == -signal.SIGTERM
     assert "runtime stopped" in log
     assert "Traceback" not in log
+
+
+def test_the_run_line_serves_it_on_its_own_port_not_mkdocs_serves() -> None:
+    """The docstring's uvicorn line and the MCP endpoint name one port, and it is not 8000,
+    which uvicorn takes by default and so does ``mkdocs serve``: both can run at once."""
+    import examples.fastapi_service as example
+
+    (line,) = re.findall(r"``(uvicorn examples\.fastapi_service:app [^`]*)``", example.__doc__)
+    argv = shlex.split(line)
+    port = int(argv[argv.index("--port") + 1])
+    assert port == example.PORT
+    assert port != 8000
 
 
 def test_the_benchmark_server_keeps_an_idle_connection_longer_than_its_clients_do() -> None:

@@ -1,8 +1,8 @@
 """FastMCP's `Client` keeping two conversations apart through conversation handles.
 
-Run it with the Python that has ``fastmcp``: with no argument it starts ``mcp-actors serve
---handles`` itself, over stdio; given a URL, it connects to a server started with
-``mcp-actors serve --http HOST:PORT`` (handles are on by default there).
+Run it with the Python that has ``fastmcp``: with no argument it starts
+``mcp-actors serve --handles`` itself, over stdio; given a URL, it connects to a server
+started with ``mcp-actors serve --http HOST:PORT`` (handles are on by default there).
 ``tests/clients/test_fastmcp_client.py`` runs it both ways; the docs page
 ``docs/integrations/fastmcp.md`` shows it.
 """
@@ -32,13 +32,14 @@ async def main(server: StreamableHttpTransport | StdioTransport) -> None:
         await client.call_tool(goal, {"goal": "water the plants", "conversation": bob})
     async with Client(server) as client:  # a new client: the handles still name them
         for name, handle in (("Alice", alice), ("Bob", bob)):
-            goals = await client.call_tool("planning__list_goals", {"conversation": handle})
+            arguments = {"conversation": handle}
+            goals = await client.call_tool("planning__list_goals", arguments)
             print(f"{name}: {goals.content[0].text}")
 
 
 if __name__ == "__main__":
-    # The URL of `mcp-actors serve --http 127.0.0.1:8000`, or the command FastMCP starts to
-    # serve over stdio (by default with handles turned on).
+    # The URL of `mcp-actors serve --http 127.0.0.1:8000`, or the command FastMCP starts
+    # to serve over stdio (by default with handles turned on).
     where = sys.argv[1:] or ["mcp-actors", "serve", "--handles"]
     if where[0].startswith("http"):
         server = StreamableHttpTransport(where[0])

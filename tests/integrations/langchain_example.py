@@ -1,13 +1,14 @@
-"""LangChain's `MultiServerMCPClient` keeping two conversations apart through conversation handles.
+"""LangChain's `MultiServerMCPClient` keeping two conversations apart through handles.
 
 Run it with the Python that has ``langchain-mcp-adapters``. With no argument it starts
-``mcp-actors serve --handles`` itself, over stdio (or the server command line it is given);
-given a URL, it connects to a server started with ``mcp-actors serve --http HOST:PORT``
-(handles are on by default there). Every tool call opens a connection of its own, as
-`MultiServerMCPClient.get_tools` does by default; ``--session`` first keeps one connection
-for the whole run instead (`MultiServerMCPClient.session`).
-``tests/integrations/test_langchain.py`` runs it every way, and against ``--no-handles``;
-the docs page ``docs/integrations/langchain.md`` shows it.
+``mcp-actors serve --handles`` itself, over stdio (or the server command line it is
+given); given a URL, it connects to a server started with
+``mcp-actors serve --http HOST:PORT`` (handles are on by default there). Every tool call
+opens a connection of its own, as `MultiServerMCPClient.get_tools` does by default;
+``--session`` first keeps one connection for the whole run instead
+(`MultiServerMCPClient.session`). ``tests/integrations/test_langchain.py`` runs it every
+way, and against ``--no-handles``; the docs page ``docs/integrations/langchain.md``
+shows it.
 """
 
 from __future__ import annotations
@@ -33,12 +34,12 @@ def text(content: Any) -> str:
 
 
 async def converse(tools: list[BaseTool], goal: str) -> str:
-    """A scripted stand-in for a model in one conversation: remember `goal`, list the goals.
+    """A scripted stand-in for a model in one conversation: remember `goal`, list goals.
 
     It calls the tools one step at a time, as an agent does, and passes the handle that
-    conversation__start returned (found where a model finds it: in that tool's answer) to
-    every later call. A server without handles offers no conversation__start: the model
-    then has nothing to pass.
+    conversation__start returned (found where a model finds it: in that tool's answer)
+    to every later call. A server without handles offers no conversation__start: the
+    model then has nothing to pass.
     """
     tool = {tool.name: tool for tool in tools}
     handle = {}
@@ -69,12 +70,14 @@ async def main(server: dict[str, Any], one_session: bool) -> None:
         async with client.session("actors") as session:
             await two_conversations(await load_mcp_tools(session))
     else:
-        await two_conversations(await client.get_tools())  # a new connection for each call
+        # A new connection for each call.
+        await two_conversations(await client.get_tools())
 
 
 if __name__ == "__main__":
-    # [--session], then the URL of `mcp-actors serve --http 127.0.0.1:8000`, or the command
-    # line of a server for LangChain to start over stdio (`mcp-actors serve --handles`).
+    # [--session], then the URL of `mcp-actors serve --http 127.0.0.1:8000`, or the
+    # command line of a server for LangChain to start over stdio
+    # (`mcp-actors serve --handles`).
     one_session = sys.argv[1:2] == ["--session"]
     where = sys.argv[1 + one_session :] or ["mcp-actors", "serve", "--handles"]
     if where[0].startswith("http"):

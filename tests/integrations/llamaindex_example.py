@@ -1,12 +1,13 @@
-"""LlamaIndex's `BasicMCPClient` and `McpToolSpec` keeping two conversations apart through handles.
+"""LlamaIndex's `BasicMCPClient` and `McpToolSpec` keeping two conversations apart.
 
 Run it with the Python that has ``llama-index-tools-mcp``. With no argument it has
-`BasicMCPClient` start ``mcp-actors serve --handles`` over stdio (or the server command line
-it is given); given a URL, it connects to a server started with ``mcp-actors serve --http
-HOST:PORT`` (handles are on by default there). `BasicMCPClient` opens a connection for every
-request, and over stdio starts a server process for each. ``tests/integrations/test_llamaindex.py``
-runs it both ways, and against ``--no-handles``; the docs page ``docs/integrations/llamaindex.md``
-shows it.
+`BasicMCPClient` start ``mcp-actors serve --handles`` over stdio (or the server command
+line it is given); given a URL, it connects to a server started with
+``mcp-actors serve --http HOST:PORT`` (handles are on by default there).
+`BasicMCPClient` opens a connection for every request, and over stdio starts a server
+process for each.
+``tests/integrations/test_llamaindex.py`` runs it both ways, and against
+``--no-handles``; the docs page ``docs/integrations/llamaindex.md`` shows it.
 """
 
 from __future__ import annotations
@@ -27,15 +28,16 @@ HANDLE = re.compile(r"conv_[A-Za-z0-9_-]{56}")
 
 def text(output: ToolOutput) -> str:
     """The text items of the MCP result a tool's output wraps."""
-    return "\n".join(item.text for item in output.raw_output.content if item.type == "text")
+    content = output.raw_output.content
+    return "\n".join(item.text for item in content if item.type == "text")
 
 
 async def converse(tools: list[FunctionTool], goal: str) -> str:
-    """A scripted stand-in for a model in one conversation: remember `goal`, list the goals.
+    """A scripted stand-in for a model in one conversation: remember `goal`, list goals.
 
-    It calls the tools one step at a time, as LlamaIndex's agents do (``tool.acall``), and
-    passes the handle that conversation__start returned (found where a model finds it: in
-    that tool's output) to every later call. A server without handles offers no
+    It calls the tools one step at a time, as LlamaIndex's agents do (``tool.acall``),
+    and passes the handle that conversation__start returned (found where a model finds
+    it: in that tool's output) to every later call. A server without handles offers no
     conversation__start: the model then has nothing to pass.
     """
     tool = {tool.metadata.name: tool for tool in tools}
@@ -62,8 +64,8 @@ async def main(client: BasicMCPClient) -> None:
 
 
 if __name__ == "__main__":
-    # The URL of `mcp-actors serve --http 127.0.0.1:8000`, or the command line of a server
-    # for LlamaIndex to start over stdio (`mcp-actors serve --handles`).
+    # The URL of `mcp-actors serve --http 127.0.0.1:8000`, or the command line of a
+    # server for LlamaIndex to start over stdio (`mcp-actors serve --handles`).
     command, *arguments = sys.argv[1:] or ["mcp-actors", "serve", "--handles"]
     asyncio.run(main(BasicMCPClient(command, args=arguments)))
 # --8<-- [end:main]

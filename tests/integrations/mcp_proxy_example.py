@@ -1,17 +1,18 @@
 """Two conversations through mcp-proxy, each kept apart by its conversation handle.
 
-Run it with the Python that has ``mcp-proxy`` (and so the MCP SDK it is built on). mcp-proxy
-bridges stdio and HTTP either way, and this script is the client at the far end:
+Run it with the Python that has ``mcp-proxy`` (and so the MCP SDK it is built on).
+mcp-proxy bridges stdio and HTTP either way, and this script is the client at the
+far end:
 
 * given the address of ``mcp-proxy --port PORT -- mcp-actors serve --handles`` (a stdio
-  server offered over HTTP), Alice connects over its Streamable HTTP endpoint and Bob over
-  its SSE one, as two users of the proxy would;
-* given ``--stdio`` and the URL of ``mcp-actors serve --http HOST:PORT``, it is a host that
-  starts ``mcp-proxy --transport streamablehttp URL`` over stdio, as a desktop host would,
-  and holds both conversations on that one connection.
+  server offered over HTTP), Alice connects over its Streamable HTTP endpoint and Bob
+  over its SSE one, as two users of the proxy would;
+* given ``--stdio`` and the URL of ``mcp-actors serve --http HOST:PORT``, it is a host
+  that starts ``mcp-proxy --transport streamablehttp URL`` over stdio, as a desktop host
+  would, and holds both conversations on that one connection.
 
-``tests/integrations/test_mcp_proxy.py`` runs it both ways, and against ``--no-handles``;
-the docs page ``docs/integrations/mcp-proxy.md`` shows it.
+``tests/integrations/test_mcp_proxy.py`` runs it both ways, and against
+``--no-handles``; the docs page ``docs/integrations/mcp-proxy.md`` shows it.
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ def text(result: CallToolResult) -> str:
 
 
 async def converse(session: ClientSession, goal: str) -> str:
-    """A scripted stand-in for a model in one conversation: remember `goal`, list the goals.
+    """A scripted stand-in for a model in one conversation: remember `goal`, list goals.
 
-    It passes the handle that conversation__start returned (found where a model finds it:
-    in that tool's answer) to every later call. A server without handles offers no
+    It passes the handle that conversation__start returned (found where a model finds
+    it: in that tool's answer) to every later call. A server without handles offers no
     conversation__start: the model then has nothing to pass.
     """
     tools = {tool.name for tool in (await session.list_tools()).tools}
@@ -65,7 +66,7 @@ def report(alice: str, bob: str) -> None:
 
 # --8<-- [start:over_http]
 async def through_the_proxy(proxy: str) -> None:
-    """Alice over the proxy's Streamable HTTP endpoint, Bob over its SSE one, at once."""
+    """Alice on the proxy's Streamable HTTP endpoint, Bob on its SSE one, at once."""
     async with (
         streamablehttp_client(f"{proxy}/mcp") as (read, write, _),
         ClientSession(read, write) as alice_session,
@@ -76,7 +77,8 @@ async def through_the_proxy(proxy: str) -> None:
         await bob_session.initialize()
         report(
             *await asyncio.gather(
-                converse(alice_session, "learn Rust"), converse(bob_session, "water the plants")
+                converse(alice_session, "learn Rust"),
+                converse(bob_session, "water the plants"),
             )
         )
 
@@ -86,9 +88,13 @@ async def through_the_proxy(proxy: str) -> None:
 
 # --8<-- [start:over_stdio]
 async def from_a_stdio_host(url: str) -> None:
-    """A host that starts mcp-proxy over stdio, for a server over HTTP: two conversations."""
-    proxy = StdioServerParameters(command="mcp-proxy", args=["--transport", "streamablehttp", url])
-    async with stdio_client(proxy) as (read, write), ClientSession(read, write) as session:
+    """A host that starts mcp-proxy over stdio for an HTTP server: two conversations."""
+    arguments = ["--transport", "streamablehttp", url]
+    proxy = StdioServerParameters(command="mcp-proxy", args=arguments)
+    async with (
+        stdio_client(proxy) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         report(
             *await asyncio.gather(

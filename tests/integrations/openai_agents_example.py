@@ -1,4 +1,4 @@
-"""openai-agents keeping two conversations apart through conversation handles, strict schemas on.
+"""openai-agents keeping two conversations apart through handles, strict schemas on.
 
 Run it with the Python that has ``openai-agents``: with no argument it starts
 ``mcp-actors serve --handles`` itself (`MCPServerStdio`; other arguments: the command to
@@ -53,14 +53,20 @@ START = "conversation__start"
 CALL, ANSWER = "function_call", "function_call_output"  # the input items' types
 
 
+def strict(tool: FunctionTool) -> bool:
+    """Whether `tool`'s schema became strict: marked so, and every property required."""
+    if not tool.strict_json_schema:
+        return False
+    schema = tool.params_json_schema
+    return set(schema["required"]) == set(schema["properties"])
+
+
 def check_strict(tools: list[Tool]) -> None:
     """Refuse tools whose schemas did not become strict, as OpenAI's API would."""
     for tool in tools:
-        schema = tool.params_json_schema if isinstance(tool, FunctionTool) else None
-        if schema is not None and (
-            not tool.strict_json_schema or set(schema["required"]) != set(schema["properties"])
-        ):
-            raise ValueError(f"{tool.name}'s schema is not strict: {json.dumps(schema)}")
+        if isinstance(tool, FunctionTool) and not strict(tool):
+            schema = json.dumps(tool.params_json_schema)
+            raise ValueError(f"{tool.name}'s schema is not strict: {schema}")
 
 
 def call(name: str, **arguments: str) -> ModelResponse:
@@ -78,7 +84,11 @@ def say(text: str) -> ModelResponse:
     """A response that ends the turn with `text`."""
     content = ResponseOutputText(type="output_text", text=text, annotations=[])
     message = ResponseOutputMessage(
-        type="message", id="msg", role="assistant", status="completed", content=[content]
+        type="message",
+        id="msg",
+        role="assistant",
+        status="completed",
+        content=[content],
     )
     return ModelResponse(output=[message], usage=Usage(), response_id=None)
 
@@ -113,8 +123,10 @@ class Scripted(Model):
     ) -> ModelResponse:
         """The next step of the script, from the conversation so far."""
         check_strict(tools)
-        items: list[Any] = [{"role": "user", "content": input}] if isinstance(input, str) else input
-        calls = {item["call_id"]: item["name"] for item in items if item.get("type") == CALL}
+        text_only = isinstance(input, str)  # a prompt alone, not yet a list of items
+        items: list[Any] = [{"role": "user", "content": input}] if text_only else input
+        tool_calls = [item for item in items if item.get("type") == CALL]
+        calls = {item["call_id"]: item["name"] for item in tool_calls}
         answers = [
             (calls[item["call_id"]], output_text(item))
             for item in items
@@ -124,17 +136,23 @@ class Scripted(Model):
             return say(answers[-1][1])  # the tool's answer, or its error
         arguments = {}
         if any(tool.name == START for tool in tools):
-            found = HANDLE.search("\n".join(text for name, text in answers if name == START))
+            started = "\n".join(text for name, text in answers if name == START)
+            found = HANDLE.search(started)
             if found is None:
                 return call(START)
             arguments["conversation"] = found.group()
-        prompt = next(item["content"] for item in reversed(items) if item.get("role") == "user")
+        user_turns = (item for item in reversed(items) if item.get("role") == "user")
+        prompt = next(user_turns)["content"]
         if prompt.startswith("My goal: "):
             goal = prompt.removeprefix("My goal: ")
             return call("planning__create_goal", goal=goal, **arguments)
         return call("planning__list_goals", **arguments)
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
+    def stream_response(
+        self,
+        *args: Any,
+        **kwargs: Any,
+    ) -> AsyncIterator[TResponseStreamEvent]:
         """Not used: the example runs without streaming."""
         raise NotImplementedError
 

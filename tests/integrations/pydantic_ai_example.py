@@ -1,4 +1,4 @@
-"""pydantic-ai's `MCPToolset` keeping two conversations apart through conversation handles.
+"""pydantic-ai's `MCPToolset` keeping two conversations apart through handles.
 
 Run it with the Python that has ``pydantic-ai-slim[mcp]``: with no argument it starts
 ``mcp-actors serve --handles`` itself, over stdio (other arguments: the command to start
@@ -31,6 +31,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 # --8<-- [start:model]
 HANDLE = re.compile(r"conv_[A-Za-z0-9_-]{56}")
+START = "conversation__start"
 
 
 def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -42,22 +43,22 @@ def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     without handles lists no conversation__start: then the tools are called without one.
     """
     last = messages[-1].parts[-1]
-    if isinstance(last, ToolReturnPart) and last.tool_name != "conversation__start":
+    if isinstance(last, ToolReturnPart) and last.tool_name != START:
         return ModelResponse(parts=[TextPart(str(last.content))])
     if isinstance(last, RetryPromptPart):
         return ModelResponse(parts=[TextPart(last.model_response())])
     arguments = {}
-    if any(tool.name == "conversation__start" for tool in info.function_tools):
+    if any(tool.name == START for tool in info.function_tools):
         returned = [
             str(part.content)
             for message in messages
             if isinstance(message, ModelRequest)
             for part in message.parts
-            if isinstance(part, ToolReturnPart) and part.tool_name == "conversation__start"
+            if isinstance(part, ToolReturnPart) and part.tool_name == START
         ]
         found = HANDLE.search("\n".join(returned))
         if found is None:
-            return ModelResponse(parts=[ToolCallPart("conversation__start", {})])
+            return ModelResponse(parts=[ToolCallPart(START, {})])
         arguments["conversation"] = found.group()
     prompt = next(
         part.content
@@ -93,8 +94,8 @@ async def main(toolset: MCPToolset) -> None:
 
 
 if __name__ == "__main__":
-    # The URL of `mcp-actors serve --http 127.0.0.1:8000`, or the command pydantic-ai starts
-    # to serve over stdio (by default with handles turned on).
+    # The URL of `mcp-actors serve --http 127.0.0.1:8000`, or the command pydantic-ai
+    # starts to serve over stdio (by default with handles turned on).
     where = sys.argv[1:] or ["mcp-actors", "serve", "--handles"]
     if where[0].startswith("http"):
         toolset = MCPToolset(where[0])

@@ -18,7 +18,7 @@ from pydantic import Field
 import actors
 import protocol
 from actors import ArgumentsError, Durable, ToolModule, open_runtime
-from protocol import CallResult
+from protocol import CallResult, TextContent
 
 
 @attrs.define
@@ -97,6 +97,69 @@ class TestToolsWithoutState:
 
         assert list(module.tools["put"].input_schema["properties"]) == ["value"]
         assert (await call(module, "put", value="a")).first_text == "a"
+
+
+SESSION = {"sessionId": "s"}
+
+
+class TestResourcesPromptsAndCompletionsWithoutState:
+    """As a tool: a handler with no state parameter reads no state, every parameter its own.
+
+    Before, a prompt's first argument silently received the state (and was not listed), and
+    a resource template's variable was refused as "no arguments"."""
+
+    async def test_a_prompt_without_state_lists_and_receives_its_argument(self) -> None:
+        module = ToolModule("greeter", Notes)
+
+        @module.prompt
+        def greet(name: str) -> str:
+            """Greet someone."""
+            return f"Say hello to {name}."
+
+        (prompt,) = module.prompts.values()
+        assert [argument.name for argument in prompt.arguments] == ["name"]
+        async with open_runtime([module]) as runtime:
+            said = await runtime.get_prompt("greeter__greet", {"name": "Ada"}, meta=SESSION)
+        (message,) = said.messages
+        assert isinstance(message.content, TextContent)
+        assert message.content.text == "Say hello to Ada."
+
+    async def test_a_resource_template_without_state_receives_its_variable(self) -> None:
+        module = ToolModule("users")
+
+        @module.resource("users://{user_id}/profile")
+        def profile(user_id: int) -> str:
+            """A user's profile."""
+            return f"user {user_id + 1}"
+
+        async with open_runtime([module]) as runtime:
+            read = await runtime.read_resource("users://41/profile", meta=SESSION)
+        assert read.contents[0].text == "user 42"
+
+    async def test_a_completion_without_state_receives_the_text_typed(self) -> None:
+        module = ToolModule("greeter")
+
+        @module.prompt
+        def greet(name: str) -> str:
+            """Greet someone."""
+            return f"Say hello to {name}."
+
+        @module.completion("greet", "name")
+        def names(typed: str) -> list[str]:
+            return [name for name in ("Ada", "Alan", "Grace") if name.startswith(typed)]
+
+        async with open_runtime([module]) as runtime:
+            found = await runtime.complete("greeter__greet", "name", "A", meta=SESSION)
+        assert list(found.values) == ["Ada", "Alan"]
+
+    def test_a_module_without_state_refuses_a_prompt_that_reads_as_taking_one(self) -> None:
+        module = ToolModule("greeter")
+        with pytest.raises(TypeError, match=r"module 'greeter' keeps no state.*'state'"):
+
+            @module.prompt
+            def greet(state: Notes) -> str:
+                """Use a state the module does not have."""
+                return ""
 
 
 class TestPydanticField:

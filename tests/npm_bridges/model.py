@@ -1,4 +1,4 @@
-"""A scripted model: what an agent does with a conversation handle, through any MCP client.
+"""A scripted model: what an agent does with a conversation handle, in any MCP client.
 
 A model that talks to ``mcp-actors serve --handles`` (the default over HTTP) opens a
 conversation with ``conversation__start``, keeps the handle it gets (a model keeps it in
@@ -33,11 +33,15 @@ class Answer:
 
 
 async def ask(
-    client: Client, tool: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
+    client: Client,
+    tool: str,
+    arguments: dict[str, Any],
+    meta: dict[str, Any] | None = None,
 ) -> Answer:
-    """Call `tool` with `arguments` (and `meta` as the request's ``_meta``, if given)."""
+    """Call `tool` with `arguments` (and `meta`, if any, as the request's ``_meta``)."""
     # The SDK types _meta as a TypedDict open to any key, which mypy does not read yet.
-    result = await client.call_tool(tool, arguments, meta=cast("RequestParamsMeta | None", meta))
+    request_meta = cast("RequestParamsMeta | None", meta)
+    result = await client.call_tool(tool, arguments, meta=request_meta)
     text = "\n".join(item.text for item in result.content if item.type == "text")
     return Answer(text, refused=bool(result.is_error))
 
@@ -54,7 +58,8 @@ async def start_conversation(client: Client) -> str:
 
 async def create_goal(client: Client, conversation: str, goal: str) -> Answer:
     """``planning__create_goal`` in the conversation `conversation` names."""
-    return await ask(client, "planning__create_goal", {"conversation": conversation, "goal": goal})
+    arguments = {"conversation": conversation, "goal": goal}
+    return await ask(client, "planning__create_goal", arguments)
 
 
 async def list_goals(client: Client, conversation: str) -> Answer:

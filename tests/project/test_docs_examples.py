@@ -15,6 +15,7 @@ import os
 import re
 import runpy
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -82,7 +83,7 @@ RUN_ELSEWHERE = {
     START / "notes.py": "imported by every notes example, served by the server tests",
     START / "stdio_client.py": "test_stdio_client_prints_what_serve_md_shows",
     START / "http_client.py": "test_http_client_prints_what_serve_md_shows",
-    START / "test_notes.py": "test_the_testing_guides_tests_pass",
+    START / "test_notes.py": "test_the_tutorial_in_a_fresh_folder_starts_from_zero",
     GUIDES / "durable_store.py": "test_durable_store_and_the_state_commands",
     GUIDES / "durable_backup.py": "tests/store/test_dump.py, beside the store's own tests",
     GUIDES / "embed_fastapi.py": "test_the_fastapi_service_answers_rest_and_mcp",
@@ -97,9 +98,11 @@ def page_text(name: str) -> str:
 
 
 def shell_lines(page: str, command: str) -> list[str]:
-    """The lines of `page`'s shell blocks that start with `command`."""
+    """The lines of `page`'s shell blocks that start with `command`, each joined with the
+    lines it continues onto (a line ending in a backslash, wrapped to fit the page)."""
     blocks = re.findall(r"^```sh\n(.*?)^```", page_text(page), re.MULTILINE | re.DOTALL)
-    return [line for block in blocks for line in block.splitlines() if line.startswith(command)]
+    lines = [line for block in blocks for line in re.sub(r"\\\n\s*", " ", block).splitlines()]
+    return [line for line in lines if line.startswith(command)]
 
 
 def expected_output(example: Path) -> str:
@@ -238,17 +241,23 @@ async def test_stdio_client_prints_what_serve_md_shows(
 
 
 async def test_http_client_prints_what_serve_md_shows(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """The client calls ``mcp-actors serve --module notes:notes --http …`` by session."""
+    """The client calls ``mcp-actors serve --module notes:notes --http …`` by session; the
+    state stays in the reader's folder."""
     (line,) = shell_lines("getting-started/serve.md", "mcp-actors serve --module notes:notes --")
     arguments = shlex.split(line)[2:]
-    assert arguments[-2:] == ["--http", "127.0.0.1:8765"]
-    monkeypatch.chdir(START)  # the page serves from the folder of notes.py
+    at = arguments.index("--http")
+    assert arguments[at + 1] == "127.0.0.1:8765"
+    del arguments[at : at + 2]  # the test's server listens on a free port
+    assert arguments[-2:] == ["--state", "sqlite:///notes.db"]
+    shutil.copy(START / "notes.py", tmp_path)
+    monkeypatch.chdir(tmp_path)  # the page serves from the folder of notes.py
     example = START / "http_client.py"
-    async with http_server(*arguments[:-2], command=(str(MCP_ACTORS), "serve")) as server:
+    async with http_server(*arguments, command=(str(MCP_ACTORS), "serve")) as server:
         await load_example(example)["main"](server.url)
     assert capsys.readouterr().out == expected_output(example)
+    assert (tmp_path / "notes.db").is_file()
 
 
 # ---- desktop-hosts.md ---------------------------------------------------------------------
@@ -441,11 +450,61 @@ async def test_the_fastapi_service_answers_rest_and_mcp(tmp_path: Path) -> None:
     assert "Application shutdown complete" in log.read_text()
 
 
+# ---- the tutorial, as a reader runs it ---------------------------------------------------
+
+# The files a reader of first-tool.md, serve.md and testing.md writes in their folder.
+TUTORIAL = ("pyproject.toml", "notes.py", "try_notes.py", "http_client.py", "test_notes.py")
+
+
+def http_serve_line(example: Path) -> list[str]:
+    """The ``mcp-actors serve … --http HOST:PORT …`` line `example`'s docstring gives."""
+    (line,) = re.findall(r"^mcp-actors serve .*$", example.read_text(encoding="utf-8"), re.M)
+    return shlex.split(line)
+
+
+async def run_in(folder: Path, *argv: str) -> str:
+    """Run `argv` in `folder` as a reader's shell would; what it printed (it must succeed)."""
+    ran = await trio.run_process(
+        [sys.executable, *argv], cwd=folder, capture_stdout=True, capture_stderr=True, check=False
+    )
+    out = ran.stdout.decode()
+    assert ran.returncode == 0, f"{argv} in {folder}: {out}{ran.stderr.decode()}"
+    return out
+
+
+async def test_the_tutorial_in_a_fresh_folder_starts_from_zero(
+    reader_environment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Twice, in a fresh folder outside this checkout, with the same home: ``python
+    try_notes.py``, ``python -m pytest test_notes.py`` (the folder's own pytest settings)
+    and the HTTP server of http_client.py with its client print what the pages show, the
+    server's state in the folder — so the second reader's count is 1 again."""
+    assert '--8<-- "docs_src/start/pyproject.toml"' in page_text("getting-started/first-tool.md")
+    argv = http_serve_line(START / "http_client.py")
+    port = argv.index("--http")
+    for reader in ("first", "second"):
+        folder = tmp_path / reader / "notes"
+        folder.mkdir(parents=True)
+        for name in TUTORIAL:
+            (folder / name).write_bytes((START / name).read_bytes())
+        assert await run_in(folder, "try_notes.py") == expected_output(START / "try_notes.py")
+        tested = await run_in(folder, "-m", "pytest", "test_notes.py")
+        assert re.search(r"\b6 passed\b", tested), tested
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(folder)  # the server imports notes.py from the folder it runs in
+            rest = argv[2:port] + argv[port + 2 :]  # the helper serves on a free port
+            async with http_server(*rest, command=(str(MCP_ACTORS), "serve")) as server:
+                await load_example(folder / "http_client.py")["main"](server.url)
+        assert capsys.readouterr().out == expected_output(START / "http_client.py"), reader
+        assert await stored_keys(folder / "notes.db") == ["s1"]
+
+
 # ---- testing.md ---------------------------------------------------------------------------
 
 
-async def test_the_testing_guides_tests_pass() -> None:
-    """``python -m pytest test_notes.py`` passes all six tests, as the page shows."""
+async def test_the_tutorials_tests_take_the_settings_of_its_folder() -> None:
+    """In a folder inside this checkout, without pytest-xdist, the tests still run: pytest
+    reads the folder's pyproject.toml, not the checkout's ``--numprocesses=auto``."""
     ran = await trio.run_process(
         [
             sys.executable,
@@ -455,8 +514,8 @@ async def test_the_testing_guides_tests_pass() -> None:
             "-q",
             "-p",
             "no:cacheprovider",
-            "-n",  # the repository's configuration asks for pytest-xdist's workers:
-            "0",  # six quick tests run faster without
+            "-p",  # a reader's environment has no pytest-xdist
+            "no:xdist",
         ],
         cwd=ROOT,
         capture_stdout=True,

@@ -416,8 +416,8 @@ _BAD_BLOBS = {
     "a newer schema": (plan_blob(schema=2), "has schema 2, newer than the schema 1 this"),
     "no schema": (plan_blob(schema="one"), "has schema 'one', which is no schema version"),
     "no state": ('{"schema": 1}', "has no 'state' field"),
-    "a missing field": (plan_blob(todos={"t1": {"id": "t1"}}), "$.state.todos['t1'].name"),
-    "a field of the wrong type": (plan_blob(goals=["g1"]), "$.state.goals"),
+    "a missing field": (plan_blob(todos={"t1": {"id": "t1"}}), "todos['t1'].name"),
+    "a field of the wrong type": (plan_blob(goals=["g1"]), "goals is stored as"),
     "an unknown field": (plan_blob(owner="mallory"), "owner"),
     "not JSON": ("\x00{not json", "is not JSON"),
 }

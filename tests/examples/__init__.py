@@ -1,0 +1,1 @@
+"""Tests of the programs in ``examples/``, run as their docs pages say."""
