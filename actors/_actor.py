@@ -445,16 +445,21 @@ class ActorLoop:
             # client retrying cannot fill the log with tracebacks.
             self.counters.crashed += 1
             actor.stop_reason = StopReason.CRASHED
-            logger.error("%s", exc)
-            error = functools.partial(StateUnreadableError, key, str(exc))
+            error_id = _error_id()
+            logger.error("%s (error id %s)", exc, error_id)
+            problem = self._told(f"the stored state of {key} cannot be read", str(exc), error_id)
+            error = functools.partial(StateUnreadableError, key, problem)
         except Exception as exc:
             # Anything escaping the per-call handling kills only this actor:
             # its pending calls fail, the next call to the key starts afresh
             # (a durable state loads again from the store).
             self.counters.crashed += 1
             actor.stop_reason = StopReason.CRASHED
-            logger.exception("actor for %s crashed", key)
-            error = functools.partial(ActorCrashedError, key, sole_cause(exc))
+            error_id = _error_id()
+            logger.exception("actor for %s crashed (error id %s)", key, error_id)
+            cause = sole_cause(exc)
+            why = self._told("an unexpected error", f"{type(cause).__name__}: {cause}", error_id)
+            error = functools.partial(ActorCrashedError, key, why)
         finally:
             try:
                 actor.retire()  # a crash: the key's next call gets a successor
@@ -678,8 +683,10 @@ class ActorLoop:
                 continue
             except StoreError as exc:
                 self.counters.write_failures += 1
-                logger.error("%s", exc)
-                text = f"the change was not saved, so it did not happen: {exc}; retry the call"
+                error_id = _error_id()
+                logger.error("%s (error id %s)", exc, error_id)
+                why = self._told("the store failed", str(exc), error_id)
+                text = f"the change was not saved, so it did not happen: {why}; retry the call"
                 return CallResult.error(text).stamped(service)
             # Counted after the await, not with `+= await`: that would read the
             # counter before the save and lose the other actors' increments.
@@ -771,7 +778,7 @@ class ActorLoop:
         if isinstance(exc, ToolError):
             return CallResult.error(str(exc)).stamped(tool.service)
         # The id is logged masked or not, so an operator's search reads the same either way.
-        error_id = secrets.token_hex(6)
+        error_id = _error_id()
         logger.exception("tool %s failed (error id %s)", tool.full_name, error_id)
         # None leaves masking to the host; a runtime in process masks nothing.
         if self.config.mask_errors:
@@ -782,6 +789,18 @@ class ActorLoop:
         else:
             message = f"tool {tool.full_name!r} failed: {type(exc).__name__}: {exc}"
         return CallResult.error(message).stamped(tool.service)
+
+    def _told(self, masked: str, details: str, error_id: str) -> str:
+        """What a caller is told of a failure: its `details` (an exception's text), or, with
+        ``mask_errors``, only `masked` and the id the log has the details under."""
+        if self.config.mask_errors:
+            return f"{masked} (error id {error_id}; the server's log has the details)"
+        return details
+
+
+def _error_id() -> str:
+    """A short id an operator finds a failure's log line by, from what its caller was told."""
+    return secrets.token_hex(6)
 
 
 _Channels = tuple[Progress | None, Log | None, Ask | None]

@@ -70,6 +70,7 @@ socket cannot be stored — so a durable state class may not define them;
 
 from __future__ import annotations
 
+import builtins
 import collections
 import collections.abc
 import copy
@@ -83,7 +84,6 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, final
 
 import attrs
 import cattrs
-from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory
 from cattrs.errors import (
     BaseValidationError,
     ClassValidationError,
@@ -342,7 +342,8 @@ def _clipped(text: str) -> str:
 
 
 def _listed(names: Iterable[str], total: int) -> str:
-    shown = [_clipped(name) for name in itertools.islice(names, _LISTED)]
+    """A few of `names`, each quoted (a stored name may hold a newline, a terminal escape)."""
+    shown = [_clipped(repr(name)) for name in itertools.islice(names, _LISTED)]
     more = f" and {total - len(shown)} more" if total > len(shown) else ""
     return ", ".join(shown) + more
 
@@ -385,7 +386,7 @@ def _shape(value: Any) -> str:
     """A short description of a stored value: ``a string 'x'``, ``a list of 3``."""
     if isinstance(value, str):
         length = f" of {len(value)} characters" if len(value) > _SHOWN else ""
-        return f"a string {_clipped(repr(value))}{length}"
+        return f"a string {_clipped(repr(value[: _SHOWN + 1]))}{length}"
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
     if isinstance(value, int | float):
@@ -423,8 +424,7 @@ def _told(group: _Group, data: Any) -> str:
             f"declared {_type_text(misfit.declared)}"
         )
     if misfit.kind == "extra":
-        names = ", ".join(_clipped(name) for name in sorted(group.names)[:_LISTED])
-        names += " and more" if len(group.names) > _LISTED else ""
+        names = _listed(sorted(group.names), len(group.names))
         return (
             f"{where}{like} stores fields {_type_text(misfit.declared)} does not declare: {names}"
         )
@@ -449,12 +449,12 @@ def _placeholder(kind: Any, seen: Set[type] = frozenset()) -> str:
     if _is_mapping(kind):
         return "{}"
     if typing.get_origin(kind) is Literal:
-        return json.dumps(typing.get_args(kind)[0])
+        return repr(typing.get_args(kind)[0])
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
-        return json.dumps(next(iter(kind)).value)
+        return repr(next(iter(kind)).value)
     if isinstance(kind, type) and attrs.has(kind) and kind not in seen:
         required = [field for field in attrs.fields(kind) if field.default is attrs.NOTHING]
-        inner = (f'"{field.name}": {_placeholder(field.type, seen | {kind})}' for field in required)
+        inner = (f"{field.name!r}: {_placeholder(field.type, seen | {kind})}" for field in required)
         return "{" + ", ".join(inner) + "}"
     return "None"
 
@@ -468,8 +468,8 @@ def _conversion(value: Any, kind: Any, expr: str) -> str:
         fields = attrs.fields(kind)
         required = [field for field in fields if field.default is attrs.NOTHING] or fields[:1]
         if required:  # the stored value is its first field; the others get a placeholder
-            rest = (f'"{field.name}": {_placeholder(field.type, {kind})}' for field in required[1:])
-            return "{" + ", ".join([f'"{required[0].name}": {expr}', *rest]) + "}"
+            rest = (f"{field.name!r}: {_placeholder(field.type, {kind})}" for field in required[1:])
+            return "{" + ", ".join([f"{required[0].name!r}: {expr}", *rest]) + "}"
     if kind in (str, int, float):
         return f"{kind.__name__}({expr})"
     return f"convert({expr})"
@@ -523,7 +523,7 @@ def _edit(group: _Group, data: Any, renamed: Mapping[tuple[_Step, ...], str]) ->
         *holder, (_, name) = misfit.place
         old = renamed.get(tuple(holder))
         default = _placeholder(misfit.declared)
-        value = (lambda expr: f"{expr}[{json.dumps(old)}]") if old else (lambda _expr: default)
+        value = (lambda expr: f"{expr}[{old!r}]") if old else (lambda _expr: default)
         return _Edit("add", tuple(holder), value, str(name))
     if misfit.kind == "extra":
         keep = _kept(group, misfit.declared)
@@ -544,11 +544,16 @@ def _kept(group: _Group, declared: Any) -> str:
     (when they are many or long) one the class declares."""
     names = sorted(group.names)
     if len(names) == 1 and len(names[0]) <= _SHOWN:
-        return f"k != {json.dumps(names[0])}"
+        return f"k != {names[0]!r}"
     if len(names) <= 3 and all(len(name) <= _SHOWN for name in names):
-        return f"k not in {{{', '.join(map(json.dumps, names))}}}"
+        return f"k not in {{{', '.join(map(repr, names))}}}"
     declared_names = [field.name for field in attrs.fields(declared)]
-    return f"k in {{{', '.join(map(json.dumps, declared_names))}}}"
+    return f"k in {{{', '.join(map(repr, declared_names))}}}"
+
+
+# Names a step's code already uses, and the builtins it may call (`int(...)`): an item is
+# never named like one of them.
+_TAKEN: Final = frozenset({"k", "v", "key", "old", "item", "convert", *dir(builtins)})
 
 
 def _item_name(path: tuple[_Step, ...]) -> str:
@@ -557,7 +562,7 @@ def _item_name(path: tuple[_Step, ...]) -> str:
     if last is not None and last[0] == "field":
         name = str(last[1])
         single = name[:-1] if name.endswith("s") and len(name) > 1 else ""
-        if single.isidentifier() and not keyword.iskeyword(single) and single not in ("k", "v"):
+        if single.isidentifier() and not keyword.iskeyword(single) and single not in _TAKEN:
             return single
     return "item"
 
@@ -588,9 +593,9 @@ def _edited(edits: list[_Edit], expr: str, at: tuple[_Step, ...] = ()) -> str:
     fields: dict[str, list[_Edit]] = {}
     for edit in deeper:
         fields.setdefault(str(edit.path[0][1]), []).append(attrs.evolve(edit, path=edit.path[1:]))
-    entries = [f'"{edit.field}": {edit.code(expr)}' for edit in here if edit.kind == "add"]
+    entries = [f"{edit.field!r}: {edit.code(expr)}" for edit in here if edit.kind == "add"]
     entries += [
-        f'"{name}": {_edited(inner, f"{expr}[{json.dumps(name)}]", (*at, ("field", name)))}'
+        f"{name!r}: {_edited(inner, f'{expr}[{name!r}]', (*at, ('field', name)))}"
         for name, inner in fields.items()
     ]
     return f"{{**{base}, {', '.join(entries)}}}" if entries else base
@@ -699,55 +704,42 @@ def _strict_converter() -> cattrs.Converter:
     # `list[str]` would be read as its characters, an object as its keys, and the state
     # changed without a word. Stored JSON holds every collection as an array: nothing else
     # is read as one.
-    converter.register_structure_hook_factory(_is_homogeneous_collection, _arrays_only)
+    arrays = _ArraysOnly()
+    converter.register_structure_hook_factory(arrays.applies, arrays.hook)
     return converter
 
 
-def _is_homogeneous_collection(kind: Any) -> bool:
-    """A list-like type of one item type: a sequence, a set, ``tuple[X, ...]``."""
-    if not _is_collection(kind):
-        return False
-    arguments = typing.get_args(kind)
-    is_tuple = (typing.get_origin(kind) or kind) is tuple
-    return not is_tuple or not arguments or arguments[1:] == (Ellipsis,)
+@final
+class _ArraysOnly:
+    """A hook factory: cattrs' own structuring of a collection type, behind a check that the
+    stored value is an array. cattrs' hook is what the converter gives for the type while
+    this factory stands aside for it, so a deque stays a deque and a Sequence a tuple."""
 
+    __slots__ = ("_aside",)
 
-def _arguments_of(kind: Any) -> Any:
-    """The item type of a homogeneous collection type (Any when it names none)."""
-    arguments = typing.get_args(kind)
-    return arguments[0] if arguments else Any
+    def __init__(self) -> None:
+        self._aside: set[Any] = set()
 
+    def applies(self, kind: Any) -> bool:
+        """Whether `kind` is a collection type this factory makes the hook of."""
+        return kind not in self._aside and _is_collection(kind)
 
-def _set_structure(kind: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
-    """How an array is read as the set type `kind` (cattrs exports no factory for it)."""
-    item = _arguments_of(kind)
-    made = frozenset if issubclass(typing.get_origin(kind) or kind, frozenset) else set
+    def hook(self, kind: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+        """cattrs' hook for `kind`, behind the check."""
+        self._aside.add(kind)
+        try:
+            # Uncached: with this factory aside, the answer is not the converter's for `kind`.
+            items = converter.get_structure_hook(kind, cache_result=False)
+        finally:
+            self._aside.discard(kind)
 
-    def structure(value: Any, _kind: Any) -> Any:
-        return made(converter.structure(one, item) for one in value)
+        def structure(value: Any, annotation: Any) -> Any:
+            if not isinstance(value, list):
+                msg = f"stored as {type(value).__name__}, where an array is declared"
+                raise TypeError(msg)
+            return items(value, annotation)
 
-    return structure
-
-
-def _arrays_only(kind: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
-    """cattrs' structuring of the collection type `kind`, behind a check that the stored
-    value is an array."""
-    origin = typing.get_origin(kind) or kind
-    items: Callable[[Any, Any], Any]
-    if issubclass(origin, collections.abc.Set):
-        items = _set_structure(kind, converter)
-    elif origin is tuple:
-        items = homogenous_tuple_structure_factory(kind, converter)
-    else:
-        items = list_structure_factory(kind, converter)
-
-    def structure(value: Any, annotation: Any) -> Any:
-        if not isinstance(value, list):
-            msg = f"stored as {type(value).__name__}, where an array is declared"
-            raise TypeError(msg)
-        return items(value, annotation)
-
-    return structure
+        return structure
 
 
 @final
@@ -990,9 +982,20 @@ class Durable(Generic[StateT]):
             groups = _grouped(_misfits(exc, (), state_class))
             msg = (
                 f"the stored state of {key} does not fit {state_class.__name__}: "
-                f"{_told_all(groups, data)}. {self._advice(groups, data, schema)}"
+                f"{_told_all(groups, data)}. {self._advice_or_none(groups, data, schema)}"
             )
             raise StateLoadError(_bounded(msg)) from None
+
+    def _advice_or_none(self, groups: list[_Group], data: Any, schema: object) -> str:
+        """`_advice`, or a pointer to the guide when no step can be written for this data:
+        the refusal must reach the caller whatever the stored data holds."""
+        try:
+            return self._advice(groups, data, schema)
+        except Exception:  # a stored value or a declared type the advice cannot write
+            return (
+                f"If {self.state_class.__name__} changed on purpose, raise its schema and add "
+                "a migration step (see Durable's migrations)"
+            )
 
     def _raised(self, step: str) -> str:
         """This declaration as code, with its schema raised and `step` the newest step."""
@@ -1010,10 +1013,15 @@ class Durable(Generic[StateT]):
         name = self.state_class.__name__
         shown = groups[:_LISTED]
         step = f"lambda old: {_edited(_edits(shown, data), 'old')}"
+        fits = (
+            "makes the stored data fit"
+            if len(groups) <= _LISTED
+            else (f"mends the first {_LISTED} of these problems (mend the others as well)")
+        )
         if schema == self.schema:
             advice = (
                 f"If {name} changed on purpose, raise its schema and add a step from schema "
-                f"{self.schema} that makes the stored data fit:\n    {self._raised(step)}"
+                f"{self.schema} that {fits}:\n    {self._raised(step)}"
             )
         else:
             advice = (
@@ -1023,6 +1031,8 @@ class Durable(Generic[StateT]):
             )
         if any(_converted_by_hand(group, data) for group in shown):
             advice += "\nwhere convert(value) is yours to write: it returns the new value"
+        if any(_source(function) == "..." for function in self.migrations.values()):
+            advice += "\nwith each ... replaced by the step already given there"
         return (
             f"{advice}\n(a step from schema n gets the plain data of schema n, as dicts, "
             "lists, strings and numbers, and returns that of schema n + 1)"

@@ -93,9 +93,9 @@ class CallTimeoutError(RuntimeCallError, TimeoutError):
 class ActorCrashedError(RuntimeCallError):
     """The actor owning the call's key died; the next call to that key gets a fresh actor."""
 
-    def __init__(self, key: ActorKey, cause: BaseException) -> None:
+    def __init__(self, key: ActorKey, why: str) -> None:
         super().__init__(
-            f"the actor for {key} crashed ({type(cause).__name__}: {cause}); "
+            f"the actor for {key} crashed ({why}); "
             "what it held in memory is gone, and the next call starts a new actor "
             "(a durable module's loads what was stored)"
         )

@@ -91,7 +91,7 @@ from ._schema import (
     wrapped_result,
     wraps_result,
 )
-from ._uri_template import URI_TYPES, UriTemplate
+from ._uri_template import STRING_ONLY, URI_TYPES, UriTemplate
 
 __all__ = ["Completion", "Prompt", "PromptArgument", "Resource", "Tool", "ToolModule"]
 
@@ -320,7 +320,7 @@ class Completion:
 class ToolModule(Generic[StateT]):
     """A named group of tools sharing one state per key of its scope."""
 
-    name: str
+    name: str = attrs.field()
     """The module name: the ``server`` part of ``server__tool``."""
     state: Callable[[ToolContext], StateT]
     """Builds the state for one key; called with the projected context.
@@ -351,6 +351,11 @@ class ToolModule(Generic[StateT]):
     _state_class: type[Any] | None = attrs.field(default=None, init=False)
     _has_state: bool = attrs.field(default=True, init=False)
 
+    @name.validator
+    def _check_module_name(self, _attribute: object, value: str) -> None:
+        # Also when the name is set later: a module renamed must still be named right.
+        check_name("module", value)
+
     def __init__(
         self,
         name: str,
@@ -368,7 +373,7 @@ class ToolModule(Generic[StateT]):
         the state as its class or a factory, ``durable=True``. Raises ValueError or
         TypeError naming what is wrong; nothing is kept of a module refused.
         """
-        check_name("module", name)
+        check_name("module", name)  # first: the messages below name the module
         if ttl is not None and not ttl > 0:
             msg = f"module {name!r}: ttl must be positive seconds, got {ttl}"
             raise ValueError(msg)
@@ -919,7 +924,7 @@ def _check_asking(where: str, signature: Signature, is_async: bool) -> None:
 def _check_string_arguments(where: str, signature: Signature, what: str) -> None:
     """Refuse arguments that do not travel as strings: prompts carry only strings."""
     for argument, types in _argument_types(signature).items():
-        if types != _STRING:
+        if types != STRING_ONLY:
             msg = (
                 f"{where}: parameter {argument!r} is {what}, which is always a string; "
                 "annotate it str, or a type written as one (a string Literal or Enum, "
@@ -970,7 +975,6 @@ def _json_types(schema: Mapping[str, Any], definitions: Mapping[str, Any]) -> fr
     return frozenset({kind}) if isinstance(kind, str) else frozenset()
 
 
-_STRING: Final = frozenset({"string"})
 # A Literal's or an Enum's values in a schema are JSON values; bool is no integer here.
 _JSON_TYPE_NAMES: Final[Mapping[type, str]] = {
     str: "string",

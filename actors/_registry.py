@@ -207,12 +207,13 @@ class Registry:
         static = self._static.get(uri)
         if static is not None:
             return static, {}
+        refusal: str | None = None
         for template in self._templates:
-            variables = template.template.match(uri)
-            if variables is not None:
-                return template, variables
-        # Asked only now: a later template that reads the text (a str) serves the URI.
-        refusal = next(filter(None, (t.template.refusal(uri) for t in self._templates)), None)
+            read = template.template.read(uri)
+            if isinstance(read, dict):
+                return template, read
+            # Kept, not raised: a later template that reads the text (a str) serves the URI.
+            refusal = refusal or read
         if refusal is not None:
             msg = f"invalid arguments: {refusal}"
             raise ArgumentsError(msg)

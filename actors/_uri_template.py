@@ -35,7 +35,7 @@ import attrs
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["URI_TYPES", "UriTemplate", "text_of"]
+__all__ = ["STRING_ONLY", "URI_TYPES", "UriTemplate", "text_of"]
 
 _EXPRESSION: Final = re.compile(r"\{([^{}]*)\}")
 _VARIABLE: Final = re.compile(r"[a-z][a-z0-9_]*")
@@ -44,7 +44,8 @@ MAX_VARIABLE_LENGTH: Final = 1024
 
 URI_TYPES: Final = frozenset({"string", "integer", "number", "boolean"})
 """The JSON types a variable's text may be read as."""
-_STRING: Final = frozenset({"string"})
+STRING_ONLY: Final = frozenset({"string"})
+"""The types of a variable read as text as it is: the default, a prompt argument's."""
 # int() reads at most 4300 digits; a variable is shorter (MAX_VARIABLE_LENGTH).
 _INTEGER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
@@ -67,7 +68,7 @@ class UriTemplate:
 
     @types.default
     def _all_strings(self) -> tuple[frozenset[str], ...]:
-        return (_STRING,) * len(self.variables)
+        return (STRING_ONLY,) * len(self.variables)
 
     @classmethod
     def parse(cls, text: str) -> UriTemplate:
@@ -78,7 +79,7 @@ class UriTemplate:
         if "://" not in text.split("{", 1)[0]:
             msg = f"URI template {text!r} must start with a scheme, e.g. 'notes://{{id}}'"
             raise ValueError(msg)
-        pattern: list[str] = []
+        literals: list[str] = []
         variables: list[str] = []
         position = 0
         for expression in _EXPRESSION.finditer(text):
@@ -90,16 +91,14 @@ class UriTemplate:
                     f"{expression.group(1)!r} must be separated by a literal"
                 )
                 raise ValueError(msg)
-            pattern.append(re.escape(literal))
+            literals.append(literal)
             name = expression.group(1)
             _check_variable(text, name, variables)
             variables.append(name)
-            pattern.append(f"(?P<{name}>[^/]{{1,{MAX_VARIABLE_LENGTH}}}?)")
             position = expression.end()
         rest = text[position:]
         _check_literal(text, rest)
-        pattern.append(re.escape(rest))
-        return cls(text, tuple(variables), re.compile("".join(pattern)))
+        return cls(text, tuple(variables), _pattern_of(literals, variables, rest))
 
     @property
     def is_static(self) -> bool:
@@ -119,7 +118,8 @@ class UriTemplate:
             if not kinds or not kinds <= URI_TYPES:
                 msg = f"URI template {self.text!r}: {name!r} cannot be read as {sorted(kinds)}"
                 raise ValueError(msg)
-        return attrs.evolve(self, types=tuple(types.get(name, _STRING) for name in self.variables))
+        read_as = tuple(types.get(name, STRING_ONLY) for name in self.variables)
+        return attrs.evolve(self, types=read_as)
 
     def match(self, uri: str) -> dict[str, Any] | None:
         """The variables' values if `uri` matches, percent-decoded and read; else ``None``.
@@ -128,7 +128,7 @@ class UriTemplate:
         variable, an int for an integer one); ``None`` also when a variable's
         text reads as none of its types (see the module docstring).
         """
-        read = self._read(uri)
+        read = self.read(uri)
         return read if isinstance(read, dict) else None
 
     def refusal(self, uri: str) -> str | None:
@@ -137,11 +137,12 @@ class UriTemplate:
         Names the first variable whose text is not of its type, the text and
         the type; ``None`` when `uri` matches, or its literal parts do not.
         """
-        read = self._read(uri)
+        read = self.read(uri)
         return read if isinstance(read, str) else None
 
-    def _read(self, uri: str) -> dict[str, Any] | str | None:
-        """The variables' values, or why a variable's text reads as none of its types."""
+    def read(self, uri: str) -> dict[str, Any] | str | None:
+        """`match` and `refusal` at once: the variables' values if `uri` matches, why not
+        (a str) if only a variable's type stops it, else ``None``."""
         found = self._pattern.fullmatch(uri)
         if found is None:
             return None
@@ -153,6 +154,25 @@ class UriTemplate:
             except ValueError as exc:
                 return f"variable {name!r} of {self.text!r} is {text!r:.80}, not {exc}"
         return values
+
+
+def _pattern_of(literals: list[str], variables: list[str], rest: str) -> re.Pattern[str]:
+    """The pattern of a template: ``literals[i]``, then ``variables[i]``..., then `rest`.
+
+    Each variable takes the shortest text (of one to `MAX_VARIABLE_LENGTH` characters, no
+    ``/``) that the literal after it follows, and keeps it: the variable and that literal
+    are an atomic group, never gone back into. Without it, a URI that nearly matches makes
+    the engine try every way of cutting it between the variables — a second and more for
+    ``x://{a}-{b}-{c}.json`` against a thousand dashes — on the loop every call shares.
+    """
+    variable = f"[^/]{{1,{MAX_VARIABLE_LENGTH}}}?"
+    following = [*literals[1:], rest]
+    parts = [re.escape(literals[0] if variables else rest)]
+    for index, name in enumerate(variables):
+        # The last variable reaches the URI's end: committed any earlier, it could not.
+        end = r"\Z" if index == len(variables) - 1 else ""
+        parts.append(f"(?>(?P<{name}>{variable}){re.escape(following[index])}{end})")
+    return re.compile("".join(parts))
 
 
 def _value_of(text: str, kinds: frozenset[str]) -> object:

@@ -17,6 +17,7 @@ import datetime
 import enum
 import json
 import re
+import time
 import urllib.parse
 import uuid
 from typing import Annotated, Any, Literal
@@ -412,3 +413,26 @@ class TestOverMcp:
                 {"name": "tier", "value": ""},
             )
         assert result.completion.values == ["0", "1"]
+
+
+class TestMatchingCutsOnce:
+    """Each variable keeps the shortest text the literal after it follows: a URI is cut
+    between the variables once, never every way (see `_pattern_of`)."""
+
+    def test_each_variable_takes_the_shortest_text_the_next_literal_follows(self) -> None:
+        template = UriTemplate.parse("x://{a}-{b}-{c}.json")
+        assert template.match("x://p-q-r-s.json") == {"a": "p", "b": "q", "c": "r-s"}
+        assert UriTemplate.parse("f://{name}.txt").match("f://report.final.txt") == {
+            "name": "report.final"
+        }
+
+    def test_a_near_miss_costs_one_cut_not_every_cut(self) -> None:
+        """A hostile URI that nearly matches is refused at once: with every cut tried, each
+        of these took seconds of CPU on the loop every call shares (cubic in its length)."""
+        template = UriTemplate.parse("x://{a}-{b}-{c}.json")
+        hostile = [f"x://{'-' * 1000}{tail}" for tail in ("", ".jso", "/x.json", "-")]
+        started = time.process_time()
+        for _ in range(25):
+            assert all(template.match(uri) is None for uri in hostile)
+        # A bound on work, not on speed: one cut is microseconds, every cut ~2 s per URI.
+        assert time.process_time() - started < 5.0

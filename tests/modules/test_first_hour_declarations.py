@@ -352,3 +352,11 @@ class TestLessCeremony:
             protocol.ToolContext,
             protocol.CallResult,
         )
+
+
+def test_a_module_renamed_later_is_still_named_right() -> None:
+    """The name's rule holds when it is set after the module is made, as when it is made."""
+    module = ToolModule("notes")
+    with pytest.raises(ValueError, match=r"^module name 'Bad Name' must be lowercase"):
+        module.name = "Bad Name"
+    assert module.name == "notes"

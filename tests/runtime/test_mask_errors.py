@@ -8,13 +8,27 @@ and is never masked.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import pytest
 
-from actors import HandlerError, RuntimeConfig, ToolError, ToolModule, open_runtime
+from actors import (
+    ActorCrashedError,
+    HandlerError,
+    RuntimeConfig,
+    StateUnreadableError,
+    ToolError,
+    ToolModule,
+    open_runtime,
+)
+from actors.store import MemoryStore
+from protocol import ActorKey, ToolContext
+
+from ..store.test_durable import FaultyStore
 
 if TYPE_CHECKING:
     from protocol import CallResult
@@ -29,7 +43,6 @@ LOGGED = re.compile(r"tool vault__(\w+) failed \(error id ([0-9a-f]{12})\)")
 
 def vault() -> ToolModule[None]:
     """A module whose every kind of handler fails with the secret in its text."""
-    # A resource reads a state, so the module has one: nothing.
     module: ToolModule[None] = ToolModule("vault", lambda _context: None)
 
     @module.tool
@@ -137,3 +150,106 @@ def test_a_mask_that_is_not_a_bool_is_refused() -> None:
     """A string such as "no" would be truthy: refused, naming the field."""
     with pytest.raises(TypeError, match="'mask_errors' must be"):
         RuntimeConfig(mask_errors="no")  # type: ignore[arg-type]
+
+
+# ---- beyond handlers: a crashed actor, a stored state that cannot be read, a failed write
+
+
+@attrs.define
+class Shelf:
+    """A durable state whose field a stored blob can misfit."""
+
+    items: list[str] = attrs.Factory(list)
+
+
+def exploding(_context: object) -> None:
+    """A state factory that fails with the secret in its text."""
+    raise ConnectionError(SECRET)
+
+
+def crashing() -> ToolModule[None]:
+    module: ToolModule[None] = ToolModule("crashy", exploding)
+
+    @module.tool
+    def ping(_state: None) -> str:
+        """Never reached: the state cannot be made."""
+        return "pong"
+
+    return module
+
+
+def shelf() -> ToolModule[Shelf]:
+    module = ToolModule("shelf", Shelf, durable=True)
+
+    @module.tool
+    def put(state: Shelf, item: str) -> str:
+        """Put `item` on the shelf."""
+        state.items.append(item)
+        return "ok"
+
+    return module
+
+
+def logged_with_id(caplog: pytest.LogCaptureFixture, error_id: str) -> str:
+    """The log line (and its traceback, if any) that carries `error_id`."""
+    for record in caplog.records:
+        if error_id in record.getMessage():
+            trace = (
+                ""
+                if record.exc_info is None
+                else logging.Formatter().formatException(record.exc_info)
+            )
+            return record.getMessage() + trace
+    raise AssertionError(f"no log line has the error id {error_id}")
+
+
+def told_id(text: str) -> str:
+    """The error id a caller was told."""
+    found = re.search(r"\(error id ([0-9a-f]{12}); the server's log has the details\)", text)
+    assert found is not None, text
+    return found.group(1)
+
+
+@pytest.mark.parametrize("masked", [True, False], ids=["masked", "unmasked"])
+async def test_a_crashed_actor_tells_the_caller_the_cause_only_unmasked(
+    masked: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with open_runtime([crashing()], RuntimeConfig(mask_errors=masked)) as runtime:
+        with pytest.raises(ActorCrashedError) as raised:
+            await runtime.call_tool("crashy__ping", {"__sessionId": "s"})
+    told = str(raised.value)
+    if masked:
+        assert SECRET not in told
+        assert SECRET in logged_with_id(caplog, told_id(told))
+    else:
+        assert f"ConnectionError: {SECRET}" in told
+
+
+@pytest.mark.parametrize("masked", [True, False], ids=["masked", "unmasked"])
+async def test_an_unreadable_state_tells_the_caller_why_only_unmasked(
+    masked: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = MemoryStore()
+    key = ActorKey("shelf", ToolContext("s"))
+    await store.save(key, json.dumps({"schema": 1, "state": {"items": SECRET}}).encode(), None)
+    config = RuntimeConfig(mask_errors=masked)
+    async with open_runtime([shelf()], config, store=store) as runtime:
+        with pytest.raises(StateUnreadableError) as raised:
+            await runtime.call_tool("shelf__put", {"item": "x", "__sessionId": "s"})
+    told = str(raised.value)
+    assert ("postgresql://" in told) is not masked
+    if masked:
+        assert SECRET[:30] in logged_with_id(caplog, told_id(told))
+
+
+@pytest.mark.parametrize("masked", [True, False], ids=["masked", "unmasked"])
+async def test_a_failed_write_tells_the_caller_the_stores_words_only_unmasked(
+    masked: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = FaultyStore(fault="refuse")
+    async with open_runtime([shelf()], RuntimeConfig(mask_errors=masked), store=store) as rt:
+        failed = await rt.call_tool("shelf__put", {"item": "x", "__sessionId": "s"})
+    assert failed.first_text.startswith("the change was not saved, so it did not happen")
+    assert ("the disk is full" in failed.first_text) is not masked
+    if masked:
+        assert "the disk is full" in logged_with_id(caplog, told_id(failed.first_text))

@@ -10,6 +10,7 @@ when the module is declared.
 
 from __future__ import annotations
 
+import collections
 import datetime
 import json
 import re
@@ -168,7 +169,7 @@ CHANGES = {
         Tagged,
         [
             "notes[0] (and 1 more like it) is stored as a string 'milk', declared Note",
-            "the state stores fields Tagged does not declare: owner",
+            "the state stores fields Tagged does not declare: 'owner'",
         ],
         "Tagged(notes=[Note(text='milk', tags=[]), Note(text='bread', tags=[])])",
     ),
@@ -177,7 +178,7 @@ CHANGES = {
         Untagged,
         [
             "notes[0].tags (and 1 more like it) is missing (notes[0] is stored as an object "
-            "with keys text), declared list[str]"
+            "with keys 'text'), declared list[str]"
         ],
         "Untagged(notes=[Note(text='milk', tags=[]), Note(text='eggs', tags=[])])",
     ),
@@ -221,8 +222,8 @@ class TestAClassChangedWithoutItsSchema:
         message = await refusal(store_url, Tagged)
         assert (
             "    Durable(Tagged, schema=2, migrations={1: lambda old: {**{k: v for k, v in "
-            'old.items() if k != "owner"}, "notes": [{"text": note, "tags": []} for note in '
-            'old["notes"]]}})\n'
+            "old.items() if k != 'owner'}, 'notes': [{'text': note, 'tags': []} for note in "
+            "old['notes']]}})\n"
         ) in message
 
     async def test_a_renamed_field_takes_the_old_ones_value(self, store_url: str) -> None:
@@ -233,8 +234,8 @@ class TestAClassChangedWithoutItsSchema:
         await saved(store_url, Titled)
         message = await refusal(store_url, Renamed)
         assert "notes[0].body is missing" in message
-        assert "notes[0] stores fields Entry does not declare: text" in message
-        assert '"body": note["text"]' in message
+        assert "notes[0] stores fields Entry does not declare: 'text'" in message
+        assert "'body': note['text']" in message
         read = await shown(store_url, Renamed, advised(message, Renamed))
         assert read == "Renamed(notes=[Entry(body='milk', tags=['shop'])])"
 
@@ -272,7 +273,7 @@ class TestAClassChangedWithoutItsSchema:
         assert "notes[0] (and 99 more like it) is stored as a string 'xxxx" in message
         assert "… of 10000 characters, declared Note" in message
         assert "notes[100].tags is missing" in message
-        assert 'k in {"notes"}' in message  # too many names to list: keep the declared ones
+        assert "k in {'notes'}" in message  # too many names to list: keep the declared ones
 
 
 @SQLITE
@@ -283,7 +284,7 @@ async def test_a_migration_whose_result_does_not_fit_is_told_what_to_add(store_u
     assert (
         "It was migrated from schema 1 to 2, and the data the step from schema 1 returns does "
         "not fit; that step should also do this to the data it returns:\n"
-        '    lambda old: {**old, "notes": [{**note, "tags": []} for note in old["notes"]]}\n'
+        "    lambda old: {**old, 'notes': [{**note, 'tags': []} for note in old['notes']]}\n"
     ) in message
 
 
@@ -412,3 +413,82 @@ async def test_a_module_s_state_class_is_what_durable_stores(store_url: str) -> 
         ToolModule(
             "notes", lambda _context: Tagged(), durable=Durable(schema=2, migrations={1: tagged})
         )
+
+
+@attrs.define
+class Text:
+    text: str = ""
+
+
+@attrs.define
+class Flagged:
+    """``flag`` added without a default, of a type whose placeholder is no JSON word."""
+
+    text: str
+    flag: typing.Literal[True]
+
+
+@attrs.define
+class Counts:
+    """``ints`` and ``keys`` were texts: the step converts them, its loop names its own."""
+
+    ints: list[int] = attrs.Factory(list)
+    keys: dict[str, list[int]] = attrs.Factory(dict)
+
+
+async def stored(url: str, state: dict[str, Any]) -> None:
+    """Store `state` as the plain data of schema 1 of key `KEY`."""
+    async with open_store(url) as store:
+        await store.save(KEY, json.dumps({"schema": 1, "state": state}).encode(), None)
+
+
+@SQLITE
+class TestStoredNamesAndOddTypes:
+    """What a stored blob names reaches the message quoted and the code as a literal, and
+    the code written for any declared type runs."""
+
+    @pytest.mark.parametrize(
+        "name",
+        ['a"\n    Durable(Text, schema=2, migrations={1: evil})\n#', "\x1b[31mred", "😀"],
+        ids=["forged-line", "terminal-escape", "astral"],
+    )
+    async def test_a_stored_name_is_quoted_and_its_step_removes_it(
+        self, store_url: str, name: str
+    ) -> None:
+        await stored(store_url, {"text": "milk", name: 1})
+        message = await refusal(store_url, Text)
+        assert f"does not declare: {repr(name)[:20]}" in message  # quoted, maybe clipped
+        assert "\x1b" not in message
+        assert len(re.findall(r"^    Durable\(", message, re.MULTILINE)) == 1
+        assert await shown(store_url, Text, advised(message, Text)) == "Text(text='milk')"
+
+    async def test_a_literal_field_gets_a_python_placeholder(self, store_url: str) -> None:
+        await stored(store_url, {"text": "milk"})
+        message = await refusal(store_url, Flagged)
+        assert "'flag': True" in message
+        read = await shown(store_url, Flagged, advised(message, Flagged))
+        assert read == "Flagged(text='milk', flag=True)"
+
+    async def test_the_steps_loop_names_shadow_neither_builtins_nor_its_own(
+        self, store_url: str
+    ) -> None:
+        await stored(store_url, {"ints": "7", "keys": {"a": 1, "b": 2}})
+        message = await refusal(store_url, Counts)
+        read = await shown(store_url, Counts, advised(message, Counts))
+        assert read == "Counts(ints=[7], keys={'a': [1], 'b': [2]})"
+
+
+def test_collections_read_back_as_their_declared_types() -> None:
+    """The array-only check keeps cattrs' own reading: a deque, a Sequence's tuple."""
+
+    @attrs.frozen
+    class Shelf:
+        queue: collections.deque[int] = attrs.Factory(collections.deque)
+        names: typing.Sequence[str] = ()
+        pair: tuple[int, str] = (0, "")
+
+    durable = Durable(Shelf)
+    shelf = Shelf(collections.deque([1]), ("a",), (2, "b"))
+    back = durable.load(durable.dump(shelf), KEY)
+    assert back == shelf
+    assert (type(back.queue), type(back.names)) == (collections.deque, tuple)
