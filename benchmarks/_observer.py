@@ -48,12 +48,14 @@ if TYPE_CHECKING:
     from ._measure import Batch, Progress
     from ._sizes import Sizes
 
-__all__ = ["EMPTY", "NONE", "PROMETHEUS", "run_observer"]
+__all__ = ["EMPTY", "NONE", "NO_CALL_LINES", "PROMETHEUS", "run_observer"]
 
 NAME: Final = "observer"
 NONE: Final = "no observer"
 EMPTY: Final = "empty observer"
 PROMETHEUS: Final = "Prometheus metrics"
+NO_CALL_LINES: Final = "no call log lines"
+"""``serve --log-level warning``: the server without its per-call log line."""
 KEYS: Final = 100
 METRICS_TARGET: Final = Target(">=", 0.9)  # of the unobserved runtime, with many callers
 
@@ -122,7 +124,12 @@ async def _over_stdio(sizes: Sizes, progress: Progress) -> dict[str, list[Batch]
     async with AsyncExitStack() as stack:
         directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         servers = {}
-        for label, extra in ((NONE, ()), (PROMETHEUS, ("--metrics", "127.0.0.1:0"))):
+        variants = (
+            (NONE, ()),
+            (PROMETHEUS, ("--metrics", "127.0.0.1:0")),
+            (NO_CALL_LINES, ("--log-level", "warning")),
+        )
+        for label, extra in variants:
             served = serve_stdio(OURS_MEMORY, "", directory, extra)
             servers[label] = await warmed(await stack.enter_async_context(served), sizes)
         results: dict[str, list[Batch]] = {label: [] for label in servers}
@@ -146,6 +153,11 @@ def _stdio_figures(results: dict[str, list[Batch]], sizes: Sizes) -> list[Figure
     cpu = cpu_ratios(metrics, none)
     if cpu is not None:  # unknown without /proc
         figures.append(figure(NAME, f"server CPU per call, {label}", cpu, "x"))
+    # What the per-call log line (``serve``'s default, info) costs a call.
+    lines = cpu_ratios(none, results[NO_CALL_LINES])
+    if lines is not None:
+        label = f"server CPU per call, {NONE} / {NO_CALL_LINES}, {where}"
+        figures.append(figure(NAME, label, lines, "x"))
     return figures
 
 
@@ -166,7 +178,8 @@ def run_observer(sizes: Sizes, progress: Progress) -> ScenarioResult:
         return ScenarioResult(NAME, tuple(figures), tuple(notes))
     figures += _stdio_figures(trio.run(_over_stdio, sizes, progress), sizes)
     notes.append(
-        "serve over stdio: python -m actors serve --state memory, and the same with --metrics "
-        "HOST:PORT, each driven by the SDK client (the durable scenario's peer sizes)"
+        "serve over stdio: python -m actors serve --state memory, the same with --metrics "
+        "HOST:PORT and with --log-level warning (no per-call log line), each driven by the "
+        "SDK client (the durable scenario's peer sizes)"
     )
     return ScenarioResult(NAME, tuple(figures), tuple(notes))

@@ -730,6 +730,9 @@ def configure_logging(level: str, log_format: LogFormat = "text") -> None:
     traceback of an uncaught exception are records too (`capture_stray_output`)."""
     handler = log_handler(log_format)
     logging.basicConfig(level=level.upper(), handlers=[handler])
+    # Neither format names a thread or a process: a record (one per call) need not ask
+    # for them (`os.getpid`, `threading.current_thread`, `multiprocessing`'s process).
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     if log_format == "json":
         capture_stray_output()
     if level != "debug":

@@ -243,6 +243,10 @@ class _Report:
     error: str = ""
 
 
+_CALL_LINE: Final = "%s %s %s caller=%s%s outcome=%s %.1f ms"
+"""The per-call log line: method, target, context, caller, tenant, outcome, duration."""
+
+
 @attrs.define
 class _Attempt:
     """One call as its log line will tell it, filled in as the call gets further."""
@@ -284,9 +288,7 @@ class _Attempt:
             "outcome": self.outcome,
             "ms": round(milliseconds, 3),
         }
-        logger.log(
-            level,
-            "%s %s %s caller=%s%s outcome=%s %.1f ms",
+        arguments = (
             self.method,
             loggable(self.name),
             where,
@@ -294,8 +296,13 @@ class _Attempt:
             tenant,
             self.outcome,
             milliseconds,
-            extra={EVENT_FIELD: event},
         )
+        # Made as `logger.log` makes it, without its walk up the stack to find the caller:
+        # a line per request, and its place in the code is always this one.
+        record = logger.makeRecord(
+            logger.name, level, __file__, 0, _CALL_LINE, arguments, None, extra={EVENT_FIELD: event}
+        )
+        logger.handle(record)
 
 
 @final
