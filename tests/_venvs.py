@@ -31,15 +31,18 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-__all__ = ["framework_python"]
+__all__ = ["framework_python", "run_or_unavailable"]
 
 DONE = ".installed"  # written last: a folder without it is a broken or unfinished install
 # pip's own retries are cut short: without a package index the skip comes within a minute.
 PIP = ("-m", "pip", "install", "-q", "--disable-pip-version-check", "--retries=1", "--timeout=30")
 
 
-def _run(command: Sequence[str | Path], what: str, needed_by: str) -> None:
-    """Run `command`; skip (fail on CI) with its stderr if it fails or takes too long."""
+def run_or_unavailable(
+    command: Sequence[str | Path], what: str, needed_by: str, cwd: Path | None = None
+) -> str:
+    """Run `command` (in `cwd`); its stdout, or a skip (a failure on CI) with its stderr if
+    it fails or takes too long."""
     try:
         done = subprocess.run(
             [str(part) for part in command],
@@ -48,20 +51,23 @@ def _run(command: Sequence[str | Path], what: str, needed_by: str) -> None:
             timeout=INSTALL_TIMEOUT,
             check=False,
             stdin=subprocess.DEVNULL,
+            cwd=cwd,
         )
     except subprocess.TimeoutExpired:
         unavailable(f"{what} took over {INSTALL_TIMEOUT:.0f} s", needed_by)
     if done.returncode != 0:
-        unavailable(f"{what} failed:\n{tail(done.stderr)}", needed_by)
+        unavailable(f"{what} failed:\n{tail(done.stderr + done.stdout)}", needed_by)
+    return done.stdout
 
 
 def _install(folder: Path, requirements: Sequence[str], needed_by: str) -> None:
     """Make a virtual environment in `folder` (replacing what is there) and pip-install
     `requirements` into it, then mark it done."""
     shutil.rmtree(folder, ignore_errors=True)
-    _run([sys.executable, "-m", "venv", folder], f"`python -m venv {folder}`", needed_by)
+    made = [sys.executable, "-m", "venv", folder]
+    run_or_unavailable(made, f"`python -m venv {folder}`", needed_by)
     what = f"`pip install {' '.join(requirements)}` into {folder}"
-    _run([folder / "bin" / "python", *PIP, *requirements], what, needed_by)
+    run_or_unavailable([folder / "bin" / "python", *PIP, *requirements], what, needed_by)
     (folder / DONE).touch()
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from .._npm import INSTALL_TIMEOUT, tail, unavailable
+from .._npm import INSTALL_TIMEOUT, tail
+from .._venvs import run_or_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 NEEDED_BY = "the wheel's smoke test"
@@ -49,21 +50,7 @@ trio.run(main)
 
 def _run(command: list[str | Path], cwd: Path, what: str) -> str:
     """Run `command` in `cwd`; its stdout, or a skip (a failure on CI) saying what failed."""
-    try:
-        done = subprocess.run(
-            [str(part) for part in command],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        unavailable(f"{what} took over {INSTALL_TIMEOUT:.0f} s", NEEDED_BY)
-    if done.returncode != 0:
-        unavailable(f"{what} failed:\n{tail(done.stderr + done.stdout)}", NEEDED_BY)
-    return done.stdout
+    return run_or_unavailable(command, what, NEEDED_BY, cwd)
 
 
 def _tracked_copy(destination: Path) -> Path:
