@@ -231,7 +231,7 @@ class Tool:
     def result_of(self, value: object) -> CallResult:
         """What the handler returned, as a CallResult stamped with this tool's ServiceInfo."""
         if type(value) is str:  # the common case, built without an intermediate result
-            return CallResult((TextContent(value, self.service),))
+            return CallResult.text(value, self.service)
         if self.wraps_result and value is not None:
             return wrapped_result(value).stamped(self.service)
         return to_call_result(value, self.full_name).stamped(self.service)

@@ -7,7 +7,7 @@ benchmarks' stand-ins all turn a tools/call-shaped mapping into a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, final
 
 import attrs
 
@@ -35,9 +35,15 @@ if TYPE_CHECKING:
     from ._module import Tool
     from ._registry import Registry
 
+    CallParts: TypeAlias = tuple[
+        Tool, ToolContext, dict[str, Any], "Route", bool, Mapping[str, Any] | None
+    ]
+    """A `PreparedCall`'s fields, in its order, as a plain tuple (`call_parts`)."""
+
 __all__ = [
     "PreparedCall",
     "Route",
+    "call_parts",
     "prepare_call",
     "prepare_completion",
     "prepare_prompt",
@@ -87,6 +93,17 @@ def prepare_call(
     (ArgumentsError). `caller` is who the transport says sent the call
     (`protocol.Caller`); ``None`` trusts the call's context as given.
     """
+    return PreparedCall(*call_parts(registry, params, policy, caller))
+
+
+def call_parts(
+    registry: Registry,
+    params: Mapping[str, Any],
+    policy: ContextPolicy,
+    caller: Caller | None,
+) -> CallParts:
+    """`prepare_call`'s checks, and the fields of its `PreparedCall` as a tuple: for a
+    router that sends the call at once and has no use for the record (`Runtime.call`)."""
     name = call_name(params)
     tool = registry.resolve(name)
     # `_prepared`, inline and without a ParsedCall: every tool call comes through here.
@@ -96,7 +113,7 @@ def prepare_call(
     route = module.scope.route(module.name, context)
     # A stateless tool's default session is not worth a warning: nothing of it is kept.
     defaulted = defaulted and not tool.stateless
-    return PreparedCall(tool, context, arguments, route, defaulted, params.get("_meta"))
+    return tool, context, arguments, route, defaulted, params.get("_meta")
 
 
 def _prepared(

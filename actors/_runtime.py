@@ -124,6 +124,7 @@ import trio
 
 from protocol import (
     ActorKey,
+    CallError,
     CallResult,
     ToolContext,
 )
@@ -137,12 +138,15 @@ from ._errors import (
     SessionEndingError,
 )
 from ._observe import Observer, Observers, StopReason, outcome_of
+from ._prepare import call_parts
 from ._registry import Registry
 from ._target import Host, Watcher
 from .store import StoreError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
+
+    from protocol import Caller
 
     from ._client import Asker, LogMessage
     from ._module import Tool, ToolModule
@@ -325,14 +329,14 @@ class Runtime(Host):
             except Exception:  # the session is ended already: every other watcher hears it
                 logger.exception("a watcher failed on the end of session %r", session_id)
 
-    async def run(
+    def run(
         self,
         call: PreparedCall,
         *,
         progress: Callable[[ProgressReport], None] | None = None,
         log: Callable[[LogMessage], None] | None = None,
         ask: Asker | None = None,
-    ) -> CallResult:
+    ) -> Coroutine[Any, Any, CallResult]:
         """Run a prepared call on its key's actor; raises as `call` does once the call is sent.
 
         `progress` hears what the tool reports (`actors.Progress`) and `log`
@@ -340,11 +344,58 @@ class Runtime(Host):
         may block. `ask` carries the tool's questions to the client
         (`actors.Ask`); without one, a tool that asks gets CannotAskError.
         """
-        # One coroutine frame from here to the reply: this is every call's hot path.
-        if call.session_defaulted:
-            self._log_defaulted(call.tool, call.context.session_id)
-        envelope = self._envelope(call, progress, log, ask)
-        while (full := self._offer(call, envelope)) is not None:
+        # A plain function that returns the coroutine that sends (`_send`), which `call`
+        # and `call_tool` share with no PreparedCall: neither path adds a coroutine.
+        envelope = self._envelope(
+            call.tool, call.context, call.arguments, call.meta, progress, log, ask
+        )
+        return self._send(envelope, call.route, call.session_defaulted)
+
+    async def call(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> CallResult:
+        """Run one tools/call-shaped call: ``{"name", "arguments", "_meta"}``.
+
+        As `Host.call` says: the tool's result, or its errors, raised before
+        anything is sent (UnknownToolError, ProtocolError, ArgumentsError) or
+        once it is (CallTimeoutError, ActorCrashedError, RuntimeClosedError,
+        CapacityError).
+        """
+        return await self._prepared_and_sent(params, caller)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        caller: Caller | None = None,
+    ) -> CallResult:
+        """`call` with the parts given separately."""
+        params = {"name": name, "arguments": arguments, "_meta": meta}
+        return await self._prepared_and_sent(params, caller)
+
+    def _prepared_and_sent(
+        self, params: Mapping[str, Any], caller: Caller | None
+    ) -> Coroutine[Any, Any, CallResult]:
+        """`prepare` and `run` for a caller with no channels, without a `PreparedCall`: its
+        parts go straight into the envelope. Raises what `prepare` does; returns what sends."""
+        try:
+            tool, context, arguments, route, defaulted, meta = call_parts(
+                self._registry, params, self._config.policy, caller
+            )
+        except CallError as error:
+            self._refused(params, error)
+            raise
+        envelope = self._envelope(tool, context, arguments, meta, None, None, None)
+        return self._send(envelope, route, defaulted)
+
+    async def _send(self, envelope: Envelope, route: Route, defaulted: bool) -> CallResult:
+        """Put `envelope` in `route`'s actor's mailbox and wait for its one reply.
+
+        One coroutine frame from here to the reply: this is every call's hot path.
+        """
+        if defaulted:
+            self._log_defaulted(envelope.tool, envelope.context.session_id)
+        while (full := self._offer(route, envelope)) is not None:
             if await self._send_when_room(full, envelope):
                 self._counters.calls += 1
                 break
@@ -375,8 +426,10 @@ class Runtime(Host):
         """
         if call.session_defaulted:
             self._log_defaulted(call.tool, call.context.session_id)
-        envelope = self._envelope(call, None, None, None, on_reply)
-        full = self._offer(call, envelope)
+        envelope = self._envelope(
+            call.tool, call.context, call.arguments, call.meta, None, None, None, on_reply
+        )
+        full = self._offer(call.route, envelope)
         if full is not None:
             full.pending -= 1  # not accepted, and nobody waits to send it
             return None
@@ -384,46 +437,48 @@ class Runtime(Host):
 
     def _envelope(
         self,
-        call: PreparedCall,
+        tool: Tool,
+        context: ToolContext,
+        arguments: dict[str, Any],
+        meta: Mapping[str, Any] | None,
         progress: Callable[[ProgressReport], None] | None,
         log: Callable[[LogMessage], None] | None,
         ask: Asker | None,
         on_reply: Callable[[_Outcome], None] | None = None,
     ) -> Envelope:
-        """The envelope `call` travels in: an observed one when someone observes."""
+        """The envelope a call travels in: an observed one when someone observes."""
         if self._observer is None:
-            return Envelope(call.tool, call.context, call.arguments, progress, log, ask, on_reply)
+            return Envelope(tool, context, arguments, progress, log, ask, on_reply)
         return ObservedEnvelope(
-            call.tool,
-            call.context,
-            call.arguments,
+            tool,
+            context,
+            arguments,
             on_reply=on_reply,
             progress=progress,
             log=log,
             ask=ask,
             observer=self._observer,
-            meta=call.meta,
+            meta=meta,
         )
 
-    def _offer(self, call: PreparedCall, envelope: Envelope) -> Actor | None:
-        """Put `envelope` in its key's mailbox now; the actor, if its full mailbox refused it.
+    def _offer(self, route: Route, envelope: Envelope) -> Actor | None:
+        """Put `envelope` in `route`'s mailbox now; the actor, if its full mailbox refused it.
 
         Everything here is synchronous: the actor found accepting is still
         accepting when the envelope lands, so a key's calls enter its mailbox, a
         FIFO, in arrival order. A refused envelope counts as pending on the
         actor it waits for.
         """
-        route = call.route
-        context = call.context
+        context = envelope.context
         if self._closing:
             msg = "the runtime is shutting down and takes no new calls"
-            raise self._refusal(call, RuntimeClosedError(msg))
+            raise self._refusal(envelope.tool, RuntimeClosedError(msg))
         if self._ending and self._ending[context.session_id]:
             msg = f"session {context.session_id!r} is being ended; retry once it is"
-            raise self._refusal(call, SessionEndingError(msg))
+            raise self._refusal(envelope.tool, SessionEndingError(msg))
         actor = self._actors.get(route)
         if actor is None or not actor.phase.accepting:
-            actor = self._start(route, call.tool.module, actor, context)
+            actor = self._start(route, envelope.tool.module, actor, context)
         else:
             self._actors.move_to_end(route)
             actor.last_used = self._now()
@@ -435,10 +490,10 @@ class Runtime(Host):
         self._counters.calls += 1
         return None
 
-    def _refusal(self, call: PreparedCall, error: RuntimeCallError) -> RuntimeCallError:
-        """`error`, which refuses `call` at the door, once the observer has been told."""
+    def _refusal(self, tool: Tool, error: RuntimeCallError) -> RuntimeCallError:
+        """`error`, which refuses a call of `tool` at the door, once the observer has been told."""
         if self._observer is not None:
-            self._observer.call_refused(call.tool.full_name, outcome_of(error))
+            self._observer.call_refused(tool.full_name, outcome_of(error))
         return error
 
     @staticmethod

@@ -5,8 +5,9 @@ per code version, with ``sys.path`` putting that version's ``actors`` and
 ``protocol`` first: the driver (this module, the designs, the baselines) is
 always this checkout's, the runtime under it is the version's. Each opens,
 warms and measures every design once at each key count, then writes a JSON
-object to ``--out``: the batches, and where ``actors`` and ``protocol`` were
-imported from, so that the caller can check it measured the code it meant to.
+object to ``--out``: the batches (each with this process's CPU time during
+it), and where ``actors`` and ``protocol`` were imported from, so that the
+caller can check it measured the code it meant to.
 
 It imports nothing from the runtime beyond what `call_path` uses
 (``open_runtime``, ``RuntimeConfig``, ``ToolModule``, ``Runtime.call_tool``
@@ -46,12 +47,18 @@ def _package_directory(module: Any) -> str:
 
 
 def encode_round(per_keys: Mapping[int, Results]) -> dict[str, Any]:
-    """One round's results as JSON: key count → design → phase → its one batch."""
+    """One round's results as JSON: key count → design → phase → its one batch (its calls,
+    wall-clock and CPU seconds, and latencies)."""
     return {
         str(keys): {
             design: {
                 phase: [
-                    {"calls": b.calls, "elapsed": b.elapsed, "latencies": list(b.latencies)}
+                    {
+                        "calls": b.calls,
+                        "elapsed": b.elapsed,
+                        "cpu": b.cpu,
+                        "latencies": list(b.latencies),
+                    }
                     for b in batches
                 ]
                 for phase, batches in phases.items()
@@ -68,7 +75,12 @@ def decode_round(data: Mapping[str, Any]) -> dict[int, Results]:
         int(keys): {
             design: {
                 phase: [
-                    Batch(int(b["calls"]), float(b["elapsed"]), tuple(map(float, b["latencies"])))
+                    Batch(
+                        int(b["calls"]),
+                        float(b["elapsed"]),
+                        tuple(map(float, b["latencies"])),
+                        None if b["cpu"] is None else float(b["cpu"]),
+                    )
                     for b in batches
                 ]
                 for phase, batches in phases.items()
@@ -91,11 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    # Frozen: a fresh process makes the same allocations in the same order every
-    # time, so a full collection (a second, with tens of thousands of warm actors
-    # to scan) would land in the same design's batch in every round, on one side
-    # and not the other, and show as a difference between the versions.
-    per_keys = measure_call_path(args.keys, args.callers, args.calls, 1, progress, freeze=True)
+    per_keys = measure_call_path(args.keys, args.callers, args.calls, 1, progress)
     data = {
         "imported": {
             "actors": _package_directory(actors),

@@ -70,7 +70,9 @@ __all__ = [
     "find_fastmcp",
     "install_fastmcp",
     "per_call",
+    "run_checked",
     "run_fastmcp_peer",
+    "serve_command",
     "serve_stdio",
     "warmed",
 ]
@@ -120,7 +122,7 @@ def find_fastmcp() -> str | None:
 
 
 class InstallError(Exception):
-    """FastMCP could not be installed; the message says what failed."""
+    """A peer (FastMCP, the TypeScript SDK) could not be installed; the message says what failed."""
 
 
 def _run(command: Sequence[str | Path], timeout: float) -> subprocess.CompletedProcess[str]:
@@ -138,7 +140,8 @@ def _run(command: Sequence[str | Path], timeout: float) -> subprocess.CompletedP
         raise InstallError(msg) from None
 
 
-def _checked(command: Sequence[str | Path], timeout: float) -> None:
+def run_checked(command: Sequence[str | Path], timeout: float) -> None:
+    """Run `command`; InstallError with the last line of its stderr unless it succeeds."""
     done = _run(command, timeout)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -175,7 +178,7 @@ def install_fastmcp(progress: Progress) -> str:
     partial.parent.mkdir(parents=True, exist_ok=True)
     progress(f"{NAME}: installing FastMCP {FASTMCP_VERSION} into {venv}")
     try:
-        _checked([sys.executable, "-m", "venv", partial], _INSTALL_TIMEOUT)
+        run_checked([sys.executable, "-m", "venv", partial], _INSTALL_TIMEOUT)
         # Without a package index pip gives up within minutes, not after five long retries.
         python = partial / "bin" / "python"
         pip: list[str | Path] = [
@@ -189,8 +192,8 @@ def install_fastmcp(progress: Progress) -> str:
         ]
         pinned = [f"fastmcp=={FASTMCP_VERSION}", f"fastmcp-slim=={FASTMCP_VERSION}"]
         if _run([*pip, pinned[0]], _INSTALL_TIMEOUT).returncode != 0:
-            _checked([*pip, "--no-deps", *pinned], _INSTALL_TIMEOUT)
-            _checked([*pip, *_slim_requirements(partial)], _INSTALL_TIMEOUT)
+            run_checked([*pip, "--no-deps", *pinned], _INSTALL_TIMEOUT)
+            run_checked([*pip, *_slim_requirements(partial)], _INSTALL_TIMEOUT)
         try:
             partial.rename(venv)
         except OSError:
@@ -292,10 +295,16 @@ async def serve_stdio(
     name: str, fastmcp: str, directory: Path, extra: Sequence[str] = ()
 ) -> AsyncIterator[Peer]:
     """Server `name` (`extra` added to its command line) and the SDK client calling it."""
+    async with serve_command(name, [*_command(name, fastmcp, directory), *extra]) as peer:
+        yield peer
+
+
+@asynccontextmanager
+async def serve_command(name: str, command: Sequence[str]) -> AsyncIterator[Peer]:
+    """`command` serving MCP on stdio as server `name`, and the SDK client calling it."""
     from mcp import ClientSession, StdioServerParameters, stdio_client  # the server extra
 
-    command = [*_command(name, fastmcp, directory), *extra]
-    params = StdioServerParameters(command=command[0], args=command[1:])
+    params = StdioServerParameters(command=command[0], args=list(command[1:]))
     before = _children()
     # Each server's log goes to a file, never to a pipe that could fill.
     with tempfile.TemporaryFile("w+") as errlog:

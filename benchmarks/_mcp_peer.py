@@ -44,13 +44,13 @@ from ._measure import Results, ratios, throughputs
 from ._report import Figure, Target, figure
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Sequence
     from contextlib import AbstractAsyncContextManager
 
     from ._measure import Progress
     from ._sizes import Sizes
 
-__all__ = ["run_mcp_peer"]
+__all__ = ["run_mcp_peer", "serve_http_command", "served"]
 
 NAME: Final = "mcp"
 FASTMCP: Final = FASTMCP_MEMORY
@@ -80,9 +80,6 @@ async def _url_from(log: Path, pattern: re.Pattern[str], process: trio.Process) 
 @asynccontextmanager
 async def _serve_http(name: str, fastmcp: str, directory: Path) -> AsyncIterator[Peer]:
     """Server `name` on Streamable HTTP in a subprocess, and an SDK client session to it."""
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-
     # Port 0 for both: each binds a free port itself and logs it, so no other process can
     # take the port between choosing it and listening on it.
     if name == OURS:
@@ -92,6 +89,22 @@ async def _serve_http(name: str, fastmcp: str, directory: Path) -> AsyncIterator
     else:
         command = [fastmcp, "-I", str(_SERVER_SCRIPT), "memory", "--http", "0"]
         pattern = _THEIR_URL
+    async with serve_http_command(name, command, pattern, directory) as peer:
+        yield peer
+
+
+@asynccontextmanager
+async def serve_http_command(
+    name: str, command: Sequence[str], pattern: re.Pattern[str], directory: Path
+) -> AsyncIterator[Peer]:
+    """`command` serving Streamable HTTP as server `name`, and an SDK client session to it.
+
+    The server logs its URL (`pattern`'s first group) to stderr or stdout, both kept in a
+    file under `directory`.
+    """
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
     log = directory / f"{name.split(',')[0].replace(' ', '-')}-http.log"
     with log.open("wb") as errors:
         process = await trio.lowlevel.open_process(
@@ -113,9 +126,10 @@ async def _serve_http(name: str, fastmcp: str, directory: Path) -> AsyncIterator
                 await process.wait()
 
 
-def _served(
+def served(
     transport: str, name: str, fastmcp: str, directory: Path
 ) -> AbstractAsyncContextManager[Peer]:
+    """Server `name` (ours or FastMCP's) over `transport`, and an SDK client session to it."""
     if transport == "stdio":
         return serve_stdio(name, fastmcp, directory)
     return _serve_http(name, fastmcp, directory)
@@ -137,8 +151,8 @@ async def _measure(
             progress(f"{NAME}: FastMCP peer over {transport}: starting both servers")
             driven = {}
             for name in (OURS, FASTMCP):
-                served = _served(transport, name, fastmcp, directory)
-                driven[name] = await warmed(await stack.enter_async_context(served), sizes)
+                context = served(transport, name, fastmcp, directory)
+                driven[name] = await warmed(await stack.enter_async_context(context), sizes)
             results[transport] = {name: {} for name in driven}
             for number in range(sizes.fastmcp_rounds):
                 progress(f"{NAME}: FastMCP peer over {transport}: round {number + 1}")

@@ -12,6 +12,12 @@ Both are blocking APIs; their batches run in a worker thread. With many
 callers, a batch sends a window of that many calls and waits for all of
 them before the next window, so only the one-caller latencies are exact.
 Each peer is used only if installed.
+
+pykka is judged by CPU time per call, as ``call_path`` judges the runtime:
+its actors are threads of this process, so the process's CPU time during a
+batch is all that batch cost, on a quiet machine or a busy one. Ray's calls
+run in its worker processes, which this process's CPU time does not see: it
+is judged by wall-clock calls/s.
 """
 
 from __future__ import annotations
@@ -21,18 +27,28 @@ import importlib.util
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, final
 
+import attrs
 import trio
 
+from ._call_path import (
+    BY_CPU,
+    CpuTimed,
+    cpu_per_call,
+    cpu_ratios,
+    frozen,
+    one_core,
+    paired_rounds,
+)
 from ._designs import FLOOR, RUNTIME, key_names, open_designs
 from ._measure import (
     Batch,
     Contender,
     Phase,
     Results,
+    Stats,
     ThreadContender,
-    interleave,
     latencies,
     ratios,
     throughputs,
@@ -40,6 +56,8 @@ from ._measure import (
 from ._report import INSTALL_HINT, Figure, ScenarioResult, Target, figure
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from ._measure import Progress
     from ._sizes import Sizes
 
@@ -48,7 +66,6 @@ __all__ = ["run_peers"]
 NAME: Final = "peers"
 RAY: Final = "ray (async actor per shard)"
 PYKKA: Final = "pykka (thread actor per key)"
-TARGETS: Final = {RAY: Target(">=", 10), PYKKA: Target(">=", 1.5)}
 RAY_CPUS: Final = 2
 
 Submit = Callable[[int], Callable[[], object]]
@@ -128,7 +145,26 @@ def _pykka(names: Sequence[str]) -> Iterator[ThreadContender]:
         pykka.ActorRegistry.stop_all()
 
 
-_PEERS: Final = {RAY: ("ray", _ray), PYKKA: ("pykka", _pykka)}
+@final
+@attrs.frozen
+class _Peer:
+    """How a peer is opened and judged."""
+
+    module: str
+    """The package it needs."""
+    open: Callable[[Sequence[str]], AbstractContextManager[ThreadContender]]
+    """Start it over these keys; stop it on exit."""
+    target: Target
+    """The runtime's ratio to it should meet this."""
+    by_cpu: bool
+    """Whether its ratios are of calls per CPU second (its work is this process's)
+    rather than of wall-clock calls/s."""
+
+
+_PEERS: Final = {
+    RAY: _Peer("ray", _ray, Target(">=", 10), by_cpu=False),
+    PYKKA: _Peer("pykka", _pykka, Target(">=", 1.5), by_cpu=True),
+}
 
 
 def _phases(sizes: Sizes) -> list[Phase]:
@@ -141,28 +177,38 @@ async def _measure(
 ) -> Results:
     warm = tuple(range(len(names)))
     # The floor runs too: what the runtime's design could reach at best, against the peers.
-    async with open_designs(names, (RUNTIME, FLOOR)) as designs:
-        contenders = [*designs, *peers]
+    async with open_designs(names, (FLOOR, RUNTIME)) as designs:
+        contenders = [CpuTimed(contender) for contender in (*designs, *peers)]
         for contender in contenders:
             await contender.batch(warm, min(len(warm), 100))
         phases = _phases(sizes)
-        return await interleave(contenders, lambda _number: phases, sizes.rounds, progress, NAME)
+        with frozen():
+            return await paired_rounds(contenders, phases, sizes.rounds, progress, NAME)
+
+
+def _ratio(results: Results, phase: str, design: str, peer: str) -> tuple[str, Stats]:
+    """The name of `design`'s ratio to `peer` and its rounds' summary, by CPU time where
+    this process does the peer's work."""
+    paired = (results[design][phase], results[peer][phase])
+    if _PEERS[peer].by_cpu:
+        return f"{design} / {peer}, {BY_CPU}, {phase}", cpu_ratios(*paired)
+    return f"{design} / {peer}, {phase}", ratios(*paired)
 
 
 def _figures(results: Results, peers: Sequence[str]) -> list[Figure]:
     figures: list[Figure] = []
+    by_cpu = [FLOOR, RUNTIME, *(p for p in peers if _PEERS[p].by_cpu)]
     for phase in next(iter(results.values())):
         for design in (RUNTIME, *peers):
-            figures.append(
-                figure(
-                    NAME, f"{design} calls/s, {phase}", throughputs(results[design][phase]), "/s"
-                )
-            )
+            stats = throughputs(results[design][phase])
+            figures.append(figure(NAME, f"{design} calls/s, {phase}", stats, "/s"))
+        for design in by_cpu:
+            stats = cpu_per_call(results[design][phase])
+            figures.append(figure(NAME, f"{design} CPU per call, {phase}", stats, "µs"))
         for peer in peers:
-            stats = ratios(results[RUNTIME][phase], results[peer][phase])
-            figures.append(figure(NAME, f"{RUNTIME} / {peer}, {phase}", stats, "x", TARGETS[peer]))
-            stats = ratios(results[FLOOR][phase], results[peer][phase])
-            figures.append(figure(NAME, f"{FLOOR} / {peer}, {phase}", stats, "x"))
+            for design, target in ((RUNTIME, _PEERS[peer].target), (FLOOR, None)):
+                name, stats = _ratio(results, phase, design, peer)
+                figures.append(figure(NAME, name, stats, "x", target))
     for design in (RUNTIME, *peers):
         figures.append(
             figure(
@@ -175,20 +221,25 @@ def _figures(results: Results, peers: Sequence[str]) -> list[Figure]:
 def run_peers(sizes: Sizes, progress: Progress) -> ScenarioResult:
     """Run the keyed call through the installed peers and the runtime, interleaved."""
     names = key_names(sizes.peer_keys)
-    missing = [p for p, (module, _) in _PEERS.items() if importlib.util.find_spec(module) is None]
+    missing = [p for p, peer in _PEERS.items() if importlib.util.find_spec(peer.module) is None]
     notes = [
-        f"skipped {peer}: {_PEERS[peer][0]} is not installed ({INSTALL_HINT})" for peer in missing
+        f"skipped {peer}: {_PEERS[peer].module} is not installed ({INSTALL_HINT})"
+        for peer in missing
     ]
     present = [p for p in _PEERS if p not in missing]
     if not present:
         return ScenarioResult(NAME, (), tuple(notes))
     with contextlib.ExitStack() as stack:
         progress(f"{NAME}: starting {', '.join(present)}")
-        peers = [stack.enter_context(_PEERS[p][1](names)) for p in present]
-        results = trio.run(_measure, peers, names, sizes, progress)
+        peers = [stack.enter_context(_PEERS[p].open(names)) for p in present]
+        with one_core():  # pinned after Ray has started its processes: they keep every core
+            results = trio.run(_measure, peers, names, sizes, progress)
     notes.append(
         f"{sizes.peer_keys} keys; with many callers the peers send windows of that many calls "
         "(exact latencies only with one caller); the peers' threads (Ray's driver, one per "
-        "pykka actor) share the process and its GIL with the runtime while it is measured"
+        "pykka actor) share the process and its GIL with the runtime while it is measured; "
+        f"ratios {BY_CPU} are of calls per CPU second, paired round by round, a batch's "
+        "CPU time being this process's during it, all threads counted, the process on one "
+        "core; Ray's, whose calls run in other processes, are of wall-clock calls/s"
     )
     return ScenarioResult(NAME, tuple(_figures(results, present)), tuple(notes))

@@ -101,6 +101,16 @@ class Sizes:
     """durable: the peer's concurrent callers."""
     fastmcp_appends: int
     """durable: appends per caller to the peer's one shared session, per round."""
+    ts_install: bool
+    """ts_peer: install the TypeScript SDK (npm) and FastMCP (pip) into the cache when missing."""
+    ts_rounds: int
+    """ts_peer: interleaved rounds."""
+    ts_stdio_calls: int
+    """ts_peer: calls per batch over stdio, each server, sequential and in flight alike."""
+    ts_http_calls: int
+    """ts_peer: calls per batch over HTTP (each opens a connection: the SDK client's way)."""
+    ts_sessions: int
+    """ts_peer: sessions the calls spread over."""
     embedding_keys: int
     """embedding: keys the handles' calls spread over."""
     embedding_calls: int

@@ -24,6 +24,7 @@ from ._peers import run_peers
 from ._progress import PlainView, View
 from ._report import Failure, Figure, Load, Report, ScenarioResult, load_average
 from ._sizes import Sizes
+from ._ts_peer import run_ts_peer
 
 __all__ = [
     "PRESETS",
@@ -79,6 +80,11 @@ TINY: Final = Sizes(
     fastmcp_calls=20,
     fastmcp_callers=5,
     fastmcp_appends=2,
+    ts_install=False,
+    ts_rounds=1,
+    ts_stdio_calls=20,
+    ts_http_calls=10,
+    ts_sessions=5,
     embedding_keys=10,
     embedding_calls=100,
     embedding_callers=10,
@@ -139,6 +145,11 @@ QUICK: Final = Sizes(
     fastmcp_calls=300,
     fastmcp_callers=50,
     fastmcp_appends=4,
+    ts_install=True,
+    ts_rounds=5,
+    ts_stdio_calls=1_000,
+    ts_http_calls=300,
+    ts_sessions=50,
     embedding_keys=100,
     embedding_calls=3_000,
     embedding_callers=100,
@@ -199,6 +210,11 @@ FULL: Final = Sizes(
     fastmcp_calls=1_000,
     fastmcp_callers=50,
     fastmcp_appends=10,
+    ts_install=True,
+    ts_rounds=5,
+    ts_stdio_calls=3_000,
+    ts_http_calls=1_000,
+    ts_sessions=100,
     embedding_keys=1_000,
     embedding_calls=10_000,
     embedding_callers=100,
@@ -230,6 +246,7 @@ SCENARIOS: Final[Mapping[str, Scenario]] = {
     "churn": run_churn,
     "isolation": run_isolation,
     "mcp": run_over_mcp,
+    "ts_peer": run_ts_peer,
     "durable": run_durable,
     "embedding": run_embedding,
     "peers": run_peers,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeAlias, final
 
 import attrs
@@ -256,6 +256,23 @@ def _meta(item: dict[str, Any], service: ServiceInfo | None) -> dict[str, Any]:
     return item
 
 
+def _slot_setters(cls: type, *fields: str) -> tuple[Callable[[Any, Any], None], ...]:
+    """The setters of the slots of the frozen attrs class `cls`, one per field, in order.
+
+    For a maker of `cls` on a hot path that skips the frozen ``__init__``, which
+    sets each field through ``object.__setattr__`` (about twice what the slot's own
+    setter costs): ``instance = object.__new__(cls)``, then every setter. Only for
+    values the maker made or checked itself, since no converter or validator runs.
+    `fields` must name every field of `cls`, in order, so that a field added later
+    fails here, at import, rather than leave a slot unset (a `TypeError`).
+    """
+    declared = tuple(attribute.name for attribute in attrs.fields(cls))
+    if fields != declared:
+        msg = f"{cls.__name__}'s fields are {declared}, not {fields}"
+        raise TypeError(msg)
+    return tuple(cls.__dict__[field].__set__ for field in fields)
+
+
 # ---- the content items ---------------------------------------------------------------
 
 
@@ -271,7 +288,7 @@ class TextContent:
 
     def stamped(self, service: ServiceInfo) -> TextContent:
         """This item carrying `service`."""
-        return TextContent(self.text, service)
+        return _text_item(self.text, service)
 
     def to_wire(self) -> dict[str, Any]:
         """The MCP content item: ``{"type": "text", "text": ..., "_meta": {...}}``."""
@@ -279,6 +296,18 @@ class TextContent:
         if self.service is not None:
             item["_meta"] = {SERVICE_INFO_META_KEY: self.service.to_wire()}
         return item
+
+
+_set_text, _set_service = _slot_setters(TextContent, "text", "service")
+
+
+def _text_item(text: str, service: ServiceInfo | None) -> TextContent:
+    """``TextContent(text, service)``, made without the frozen ``__init__``: a result's
+    text item, made on every call (`_slot_setters`; TextContent checks nothing)."""
+    item = object.__new__(TextContent)
+    _set_text(item, text)
+    _set_service(item, service)
+    return item
 
 
 @final

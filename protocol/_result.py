@@ -47,6 +47,10 @@ from ._content import (
     _object,
     _required,
     _resource_from_wire,
+    _set_service,
+    _set_text,
+    _slot_setters,
+    _text_item,
 )
 from ._content import ServiceInfo as ServiceInfo
 from ._content import TextContent as TextContent
@@ -107,9 +111,19 @@ class CallResult:
     # the rendering of the data: `to_wire` need not render it again to find out.
 
     @classmethod
-    def text(cls, text: str) -> CallResult:
-        """A text-only result."""
-        return cls((TextContent(text),))
+    def text(cls, text: str, service: ServiceInfo | None = None) -> CallResult:
+        """A text-only result, its one item carrying `service` (``None``: not stamped)."""
+        # The commonest result (a handler's `str`, made on every such call): `_text_item`
+        # and `_made` inline, without the frozen __init__s (see `_slot_setters`).
+        item = object.__new__(TextContent)
+        _set_text(item, text)
+        _set_service(item, service)
+        result = object.__new__(CallResult)
+        _set_content(result, (item,))
+        _set_data(result, None)
+        _set_is_error(result, False)
+        _set_renders_data(result, False)
+        return result
 
     @classmethod
     def data(cls, data: Mapping[str, Any]) -> CallResult:
@@ -203,12 +217,10 @@ class CallResult:
         # Built directly rather than with attrs.evolve: this runs on every call,
         # and text items, nearly all of them, skip a method call.
         items = tuple(
-            TextContent(item.text, service) if type(item) is TextContent else item.stamped(service)
+            _text_item(item.text, service) if type(item) is TextContent else item.stamped(service)
             for item in self.content
         )
-        return CallResult(
-            items, self.structured_content, self.is_error, _renders_data=self._renders_data
-        )
+        return _made(items, self.structured_content, self.is_error, self._renders_data)
 
     def to_wire(self) -> dict[str, Any]:
         """The MCP ``CallToolResult`` mapping (camelCase), every content type rendered.
@@ -227,6 +239,27 @@ class CallResult:
         if data is not None:
             wire["structuredContent"] = dict(data)
         return wire
+
+
+_set_content, _set_data, _set_is_error, _set_renders_data = _slot_setters(
+    CallResult, "content", "structured_content", "is_error", "_renders_data"
+)
+
+
+def _made(
+    content: tuple[Content, ...],
+    data: Mapping[str, Any] | None,
+    is_error: bool,
+    renders_data: bool,
+) -> CallResult:
+    """``CallResult(content, data, is_error, _renders_data=renders_data)`` without the
+    frozen ``__init__`` (`_slot_setters`): for parts a CallResult made or already holds."""
+    result = object.__new__(CallResult)
+    _set_content(result, content)
+    _set_data(result, data)
+    _set_is_error(result, is_error)
+    _set_renders_data(result, renders_data)
+    return result
 
 
 def _tuple_of(kind: type[Any]) -> Callable[[object, attrs.Attribute[Any], object], None]:

@@ -537,7 +537,7 @@ class InProcessTarget:
         # the SDK's in-memory client speaks the handshake ("legacy"), or 2026-07-28's requests
         # each dispatched alone, that version adopted without a probe (no fallback).
         sole = stdio_caller(connection_session(), handles=self.handles)
-        adapter = McpAdapter(self.runtime, identify=lambda _ctx: sole, handles=self.handles)
+        adapter = McpAdapter(self.runtime, caller=sole, handles=self.handles)
         mode = "legacy" if self.era == "2025" else version_of(self.era)
         async with Client(adapter.server, mode=mode) as client:
             yield client.session

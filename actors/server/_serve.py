@@ -193,7 +193,7 @@ def _adapter(
     )
     return McpAdapter(
         runtime,
-        identify=lambda _ctx: caller,
+        caller=caller,
         observer=observer,
         allow_end_session=options.allow_end_session,
         handles=handles,

@@ -66,6 +66,7 @@ from mcp import types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
+from ._stdio_lean import LeanStdio
 from .mcp._jsonrpc import Accept, Answer, BatchReply, Ignore, Reply, plan_batch, screen
 
 if TYPE_CHECKING:
@@ -78,11 +79,19 @@ if TYPE_CHECKING:
 
     from .mcp._adapter import McpAdapter
 
-__all__ = ["DEFAULT_MAX_IN_FLIGHT", "leading_request_id", "owns_pipes", "serve_stdio"]
+__all__ = [
+    "DEFAULT_MAX_IN_FLIGHT",
+    "StdoutWire",
+    "leading_request_id",
+    "owns_pipes",
+    "serve_stdio",
+]
 
 logger = logging.getLogger("actors.serve")
 
 _READ_CHUNK: Final = 64 * 1024
+_ABANDON_GRACE: Final = 5.0
+"""How long the lean path's calls may take to end once cancelled at the end (as the SDK's)."""
 _ID_SCAN_BYTES: Final = 4096  # how much of an oversized line is kept to find its id
 DEFAULT_MAX_IN_FLIGHT: Final = 32
 """Requests read and not yet answered before the server stops reading stdin."""
@@ -213,6 +222,8 @@ class _StdinLines:
         self._ready: deque[bytes | _Oversized] = deque()
         self._eof = False
         self.marker: Final = f"mcp-actors/oversized-{secrets.token_hex(8)}"
+        self.lean: LeanStdio | None = None
+        """Offered every complete line first: the lines it takes never reach the SDK."""
         self.handed: Final[deque[str]] = deque()
         """The lines handed out whose message has not been received yet, oldest first.
 
@@ -249,7 +260,9 @@ class _StdinLines:
             params = {"id": leading_request_id(head), "size": line.size, "limit": self._limit}
             return json.dumps({"jsonrpc": "2.0", "method": self.marker, "params": params})
         text = line.decode("utf-8", errors="replace")  # as the SDK's own stdio transport does
-        return text if text.strip() else None
+        if not text.strip() or (self.lean is not None and self.lean.route(text)):
+            return None
+        return text
 
 
 def _oversized_error(params: Mapping[str, Any]) -> Reply:
@@ -369,6 +382,14 @@ class _Exchange(_ClosedOnExit):
 
         # The SDK runs this hook when it settles the request without a reply (cancelled).
         return SessionMessage(message, ServerMessageMetadata(on_request_unanswered=unanswered))
+
+    def hold(self) -> None:
+        """Count a request served beside the SDK (the lean path's) as in flight."""
+        self._in_flight += 1
+
+    def release(self) -> None:
+        """One request `hold` counted is no longer in flight."""
+        self._release(1)
 
     async def room(self) -> None:
         """Return once fewer than `limit` requests are in flight, or the client owes an answer.
@@ -526,6 +547,10 @@ class _GuardedReadStream(_ClosedOnExit):
             line = self._lines.handed.popleft()
             message = await self._screened(item, line)
             if isinstance(message, types.JSONRPCRequest) and self._exchange.full:
+                # Read while there was room, which the lean path took meanwhile: this one
+                # line waits for room in turn.
+                await self._exchange.room()
+            if isinstance(message, types.JSONRPCRequest) and self._exchange.full:
                 # Read only because the client owes the server an answer (see `room`).
                 await self._refuse(_busy(message.id, self._exchange.limit))
             elif message is not None:
@@ -635,22 +660,93 @@ def owns_pipes() -> bool:
 
 
 @final
-class _PipeWriter:
-    """The wire end of stdout as the SDK's writer uses it (`write` and `flush`), on trio."""
+class StdoutWire:
+    """The wire end of stdout, on trio: each line written whole, in the order given.
+
+    Two writers share it: the SDK's (`write`, which returns once its line is in
+    the pipe, so that the SDK's own backpressure holds) and the lean path's
+    (`put`, which returns at once and runs `written` once the line is in the
+    pipe). A line is written at once, in the task that gives it, when the pipe
+    takes it whole and nothing is queued before it — a reply then costs no hop
+    to another task. Otherwise it is queued, and `run`, the one task that waits
+    for the pipe, writes everything queued with one call.
+    """
 
     def __init__(self, stream: trio.lowlevel.FdStream) -> None:
         self._stream = stream
+        self._lines: list[bytes] = []
+        self._written: list[Callable[[], None]] = []
+        self._ready = trio.Event()
+        self._flushed = trio.Event()
+        self._writing: trio.Event | None = None
+        """Set once the write under way is over; None: no write is."""
+        self._broken = False
+
+    def put(self, line: bytes, written: Callable[[], None]) -> None:
+        """Send `line` (ending in a newline); `written` runs once it is in the pipe."""
+        rest = self._write_now(line)
+        if rest:
+            self._queue(rest)
+            self._written.append(written)
+        else:
+            written()
 
     async def write(self, text: str) -> None:
-        """Send `text` whole, waiting while the pipe is full."""
-        try:
-            await self._stream.send_all(text.encode("utf-8"))
-        except trio.BrokenResourceError as exc:
+        """Send `text` whole, waiting while the pipe is full (the SDK's writer)."""
+        rest = self._write_now(text.encode("utf-8"))
+        if not rest:
+            return
+        self._queue(rest)
+        flushed = self._flushed
+        await flushed.wait()
+        if self._broken:
             # What a blocking write raises, so that both transports end the same way.
-            raise BrokenPipeError(errno.EPIPE, "the client closed its end of stdout") from exc
+            raise BrokenPipeError(errno.EPIPE, "the client closed its end of stdout")
 
     async def flush(self) -> None:
-        """Nothing to do: `write` hands every byte to the pipe before it returns."""
+        """Nothing to do: `write` returns once every byte is in the pipe."""
+
+    async def run(self) -> None:
+        """Write what is queued, until cancelled or the client closes its end."""
+        while True:
+            await self._ready.wait()
+            await self._write_queued()
+
+    async def settle(self) -> None:
+        """Return once what is queued is in the pipe (`run` writes it: the last replies)."""
+        while self._lines or self._writing is not None:
+            await (self._flushed if self._writing is None else self._writing).wait()
+
+    def _write_now(self, line: bytes) -> bytes:
+        """Write what the pipe takes of `line` now, if nothing waits before it; the rest."""
+        if self._lines or self._writing is not None:
+            return line
+        try:
+            sent = os.write(self._stream.fileno(), line)
+        except OSError:  # full (or broken: the writer task finds out, and ends the transport)
+            return line
+        return line[sent:]
+
+    def _queue(self, line: bytes) -> None:
+        self._lines.append(line)
+        self._ready.set()
+
+    async def _write_queued(self) -> None:
+        self._ready = trio.Event()
+        lines, self._lines = self._lines, []
+        written, self._written = self._written, []
+        flushed, self._flushed = self._flushed, trio.Event()
+        self._writing = flushed
+        try:
+            await self._stream.send_all(b"".join(lines))
+        except trio.BrokenResourceError as exc:
+            self._broken = True
+            raise BrokenPipeError(errno.EPIPE, "the client closed its end of stdout") from exc
+        finally:
+            self._writing = None
+            flushed.set()
+        for done in written:
+            done()
 
 
 @contextmanager
@@ -690,7 +786,7 @@ def _flush_stray_output() -> None:
 
 
 @asynccontextmanager
-async def _trio_ends(limit: int) -> AsyncIterator[tuple[_StdinLines, _PipeWriter]]:
+async def _trio_ends(limit: int) -> AsyncIterator[tuple[_StdinLines, StdoutWire]]:
     """stdin and stdout read and written by trio; fd 0 and fd 1 diverted meanwhile."""
     # Each FdStream wraps a duplicate of its own and, closing it, restores the
     # blocking mode it found; the `with` closes them in reverse order, which
@@ -703,7 +799,7 @@ async def _trio_ends(limit: int) -> AsyncIterator[tuple[_StdinLines, _PipeWriter
         closing(trio.lowlevel.FdStream(os.dup(wire_out))) as stdout,
     ):
         read = functools.partial(stdin.receive_some, _READ_CHUNK)
-        yield _StdinLines(read, limit), _PipeWriter(stdout)
+        yield _StdinLines(read, limit), StdoutWire(stdout)
 
 
 @asynccontextmanager
@@ -741,24 +837,20 @@ async def serve_stdio(
         raise ValueError(msg)
     direct = owns_pipes()
     ends = _trio_ends if direct else _threaded_ends
-    server = adapter.server
     logger.info("serving MCP on stdio (%s)", "pipes" if direct else "worker threads")
     broken = False
     async with trio.open_nursery() as nursery, ends(max_request_bytes) as (lines, wire):
         nursery.start_soon(_cancel_when, stop, nursery.cancel_scope)
         try:
-            # stdio_server declares AsyncFiles; it only iterates stdin and calls write/flush
-            # on stdout.
-            async with stdio_server(
-                stdin=cast("anyio.AsyncFile[str]", lines),
-                stdout=cast("anyio.AsyncFile[str]", wire),
-            ) as (read, write):
-                try:
-                    exchange = _Exchange(write, max_in_flight)
-                    guarded = _GuardedReadStream(read, lines, exchange, eof_grace)
-                    await server.run(guarded, exchange, server.create_initialization_options())
-                finally:
-                    _flush_stray_output()
+            async with trio.open_nursery() as wiring:  # the writer, and the lean path's calls
+                if wire is not None:
+                    wiring.start_soon(wire.run)
+                await _serve_connection(adapter, lines, wire, wiring, eof_grace, max_in_flight)
+                if wire is not None:
+                    with trio.move_on_after(eof_grace):  # a client that reads nothing more
+                        await wire.settle()
+                # The drain is over: what is still running gave up on its reply.
+                wiring.cancel_scope.cancel()
         except* BrokenPipeError:
             # Nobody reads the replies any more: stop taking calls, as at EOF.
             broken = True
@@ -766,3 +858,37 @@ async def serve_stdio(
         nursery.cancel_scope.cancel()
     if not broken:
         logger.info("stdio transport stopped" if stop.is_set() else "stdin closed")
+
+
+async def _serve_connection(
+    adapter: McpAdapter,
+    lines: _StdinLines,
+    wire: StdoutWire | None,
+    calls: trio.Nursery,
+    eof_grace: float,
+    max_in_flight: int,
+) -> None:
+    """Run the SDK's server on the connection, with the lean path in front where it can be.
+
+    The lean path needs the pipe written here (`wire`) and one caller for every
+    request (`McpAdapter.sole_caller`); its calls run in `calls`.
+    """
+    server = adapter.server
+    # stdio_server declares AsyncFiles; it only iterates stdin and calls write/flush on stdout.
+    async with stdio_server(
+        stdin=cast("anyio.AsyncFile[str]", lines),
+        stdout=cast("anyio.AsyncFile[str]", wire),
+    ) as (read, write):
+        try:
+            exchange = _Exchange(write, max_in_flight)
+            caller = adapter.sole_caller
+            if wire is not None and caller is not None:
+                lines.lean = LeanStdio(adapter, caller, exchange, wire, calls)
+            guarded = _GuardedReadStream(read, lines, exchange, eof_grace)
+            await server.run(guarded, exchange, server.create_initialization_options())
+            if lines.lean is not None:
+                lines.lean.abandon()  # the wait for replies is over, as it is for the SDK's
+                with trio.move_on_after(_ABANDON_GRACE):
+                    await lines.lean.finished()
+        finally:
+            _flush_stray_output()

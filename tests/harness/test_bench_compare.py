@@ -37,7 +37,7 @@ needs_git = pytest.mark.skipif(not IN_GIT, reason="needs git and a git checkout"
 TINY = PRESETS["tiny"]
 # One key count, one caller count, few calls: a round in well under a second.
 SMALLEST = attrs.evolve(TINY, rounds=1, call_keys=(1,), call_callers=(1,), calls_per_batch=10)
-SCALED = "runtime / bare channel floor, keys=10, callers=10"
+SCALED = "runtime / bare channel floor, by CPU, keys=10, callers=10"
 DROPPED = "direct call calls/s, keys=1, callers=1"
 
 
@@ -281,7 +281,7 @@ class TestAgainstCommit:
         assert "B: this checkout (" in captured.out
         ratios = 6 * len(TINY.call_keys) * len(TINY.call_callers)
         assert f"{ratios} figures in both" in captured.out
-        row = row_of(captured.out, "runtime / bare channel floor, keys=10, callers=10")
+        row = row_of(captured.out, SCALED)
         assert row[-1] in ("beyond spread", "within spread")  # both sides had 2 rounds
         figures = json.loads(out_json.read_text())["figures"]
         assert {f["rounds"] for f in figures} == {TINY.rounds}

@@ -49,18 +49,26 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
 # What one call may run of this project's functions (see the module docstring).
-WARM_CALL: Final = 31
-"""A call to a key whose actor is running: `Runtime.call_tool` to the reply."""
-ACTIVATION: Final = 47
+WARM_CALL: Final = 29
+"""A call to a key whose actor is running: `Runtime.call_tool` to the reply. (29, not 31: the
+call's parts go into its envelope with no `PreparedCall`, and a text result is built
+without the frozen classes' ``__init__``.)"""
+ACTIVATION: Final = 45
 """A first call to a key: the warm call, plus starting its actor and making its state."""
-MCP_CALL: Final = 22
+MCP_CALL: Final = 25
 """A ``tools/call`` through the MCP adapter (the SDK's client in memory), beyond the runtime's.
-(22, not 20: one coroutine more, the call body shared with the lean HTTP path.)"""
-HTTP_CALL: Final = 56
+(22, not 20: one coroutine more, the call body shared with the lean HTTP path. 25, not 22:
+the adapter's path still makes a `PreparedCall` and its result's items, which the warm
+call no longer counts, and the runtime's `run` hands back its sending coroutine.)"""
+HTTP_CALL: Final = 77
 """A ``tools/call`` POSTed to the Streamable HTTP app (a 2026-era request), beyond the runtime's:
-the fast path (`actors.server.http._fast_path`), whose parts (`takes`, `plain_call`, `call_result`,
-`reply`) the 2025-era sessions' answers share. (56, not 54: its answer is a `FastPathReply`, which
-the wire's fast handler sends as it is and the ASGI app wraps in a Starlette response.)"""
+the fast path (`actors.server.http._fast_path`), whose parts (`plain_request` and the
+`PlainAnswers` of `actors.server.mcp._plain`) the 2025-era sessions' and stdio's answers
+share. (56, not 54: its answer is a `FastPathReply`, which the wire's fast handler sends as
+it is and the ASGI app wraps in a Starlette response. 72, not 56: `_plain` checks the
+envelope and the params and shapes the result itself, 16 functions of its own in place of
+the SDK's pydantic validations and dump, which cost 3-4 times as much CPU. 77, not 72: as
+`MCP_CALL`, what the warm call saved that this path still runs.)"""
 
 CALLS: Final = 50
 _PACKAGES: Final = tuple(
@@ -186,16 +194,16 @@ class TestInProcess:
     async def test_one_more_function_on_the_path_is_over_budget(
         self, runtime: actors.Runtime, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """The count sees a change of one function call: a wrapper around `prepare_call`."""
-        from actors import _target
+        """The count sees a change of one function call: a wrapper around `call_parts`."""
+        from actors import _runtime
 
-        prepare = _target.prepare_call
+        parts = _runtime.call_parts
 
         def wrapped(*args: Any) -> Any:
-            return prepare(*args)
+            return parts(*args)
 
-        wrapped.__code__ = wrapped.__code__.replace(co_filename=_target.__file__)
-        monkeypatch.setattr(_target, "prepare_call", wrapped)
+        wrapped.__code__ = wrapped.__code__.replace(co_filename=_runtime.__file__)
+        monkeypatch.setattr(_runtime, "call_parts", wrapped)
         for index in range(CALLS):
             await runtime.call_tool("budget__noop", meta=_session(index))
 

@@ -31,8 +31,9 @@ from starlette.requests import Request
 from actors import Log, Progress, ToolModule, open_runtime
 from actors.server import ConfigurationError, ServeOptions
 from actors.server._options import build_modules
-from actors.server.http._fast_path import FastPath, _dumped, accepts_both
+from actors.server.http._fast_path import FastPath, accepts_both
 from actors.server.http._fast_path_sessions import SessionCalls
+from actors.server.mcp._plain import dumped
 from benchmarks._sdk_transport_peer import sdk_transport_app
 
 from .._mcp_helpers import Era, asgi_lifespan, in_process_http, initialize_request, texts
@@ -503,7 +504,7 @@ _JSON_VALUES = st.recursive(
 @given(_JSON_VALUES)
 def test_the_lean_path_writes_the_json_the_sdk_writes(value: Any) -> None:
     """The quick writer gives the same JSON value as `json`, the SDK's, for any JSON value."""
-    assert json.loads(_dumped(value)) == json.loads(json.dumps(value)) == value
+    assert json.loads(dumped(value)) == json.loads(json.dumps(value)) == value
 
 
 _MEDIA = st.sampled_from(

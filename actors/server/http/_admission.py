@@ -60,6 +60,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import DEFAULT_MAX_SESSIONS
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import HEADER_MISMATCH
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from starlette.authentication import AuthCredentials
 from starlette.datastructures import Headers
@@ -74,6 +75,7 @@ from ..auth._principals import (
     scope_principal,
 )
 from ..mcp._jsonrpc import Accept, Answer, BatchReply, Ignore, Reply, plan_batch, screen
+from ._fast_path import UNREADABLE_NAME, unreadable_name
 from ._responses import RefusalLog, answer_early, error_response, reply_response
 
 if TYPE_CHECKING:
@@ -399,6 +401,11 @@ class Gate:
             return
         if isinstance(value, list):
             await self._batch(scope, value, receive, send)
+            return
+        if unreadable_name(headers, value):
+            self._refusals.refused("an unreadable Mcp-Name header", scope=scope)
+            reply = Reply.of(_request_id(value), HEADER_MISMATCH, UNREADABLE_NAME)
+            await reply_response(400, reply)(scope, receive, send)
             return
         if self._lean is not None and scope["path"] == self._lean.path:
             if session_id is not None and self._in_sessions is not None:
@@ -727,3 +734,10 @@ def _reply_for(request_id: types.RequestId, answered: _Answered) -> dict[str, An
         f"the server gave no reply to this request (HTTP {answered.status})",
     )
     return reply.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def _request_id(message: Any) -> str | int | None:
+    """A request's id, if it has one a reply may carry (a string or an integer)."""
+    request_id = message.get("id") if isinstance(message, dict) else None
+    valid = isinstance(request_id, (str, int)) and not isinstance(request_id, bool)
+    return request_id if valid else None

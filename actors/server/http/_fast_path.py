@@ -21,14 +21,15 @@ parsed, that is exactly:
   integer, a ``method`` and ``params`` that are an object, and nothing else;
 * of the 2026 era: its ``MCP-Protocol-Version`` header names a version of it;
 * accepting both ``application/json`` and ``text/event-stream``;
-* one of `FAST_PATH_METHODS`: ``tools/call`` of a tool that reaches nothing of the
-  client's but its result (`McpAdapter.plain_tool`; its ``params`` hold only
-  ``name``, ``arguments`` and ``_meta``, and no ``Mcp-Param-*`` header is
-  involved), or ``tools/list``;
-* that passes the checks the SDK makes first, with the SDK's own functions:
-  no routing header twice, the envelope ladder (``_meta`` fields, headers that
-  agree with the body, a supported version), and the params' shape for the
-  method at that version.
+* one of `PLAIN_METHODS` (`actors.server.mcp._plain`): ``tools/call`` of a tool
+  that reaches nothing of the client's but its result (`PlainAnswers.plain_call`;
+  its ``params`` hold only ``name``, ``arguments`` and ``_meta``, and no
+  ``Mcp-Param-*`` header is involved), or ``tools/list``;
+* that passes the checks the SDK makes first, in its order: no routing header
+  twice, the envelope ladder (``_meta`` fields, headers that agree with the
+  body, a supported version: `envelope_version`), and the params' shape for the
+  method at that version (`valid_params`), each decided as the SDK's own
+  function decides it (without pydantic for the usual shapes).
 
 Anything else goes on to the SDK, which answers it: the fast path
 takes only what it answers exactly as the SDK would, with the same status and
@@ -40,7 +41,7 @@ The gate asks it after its own checks; so does the wire's fast handler
 server such a request never becomes an ASGI scope.
 
 The answer is one ``application/json`` body (`FastPathReply`), the same JSON the
-SDK sends (written by pydantic-core, as the SDK's models write theirs). The SDK
+SDK sends (`PlainAnswers`). The SDK
 answers these the same way (it switches to a stream only for a handler that
 sends notifications, or after 15 s of silence, to ping through idle proxies); a
 plain call's silence is bounded by the runtime's call timeout instead.
@@ -53,24 +54,25 @@ import json
 from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
-import pydantic
-import pydantic_core
 from mcp.server.runner import modern_error_data
 from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
     MCP_PARAM_HEADER_PREFIX,
     MCP_PROTOCOL_VERSION_HEADER,
-    InboundLadderRejection,
-    classify_inbound_request,
+    NAME_BEARING_METHODS,
+    decode_header_value,
     find_duplicated_routing_header,
 )
-from mcp_types import SERVER_INFO_META_KEY
-from mcp_types import methods as spec_methods
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, HEADER_MISMATCH, PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import Response
+
+from ..mcp._plain import PlainAnswers, envelope_version, plain_request, valid_params
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -83,27 +85,18 @@ if TYPE_CHECKING:
 
     from ..mcp._adapter import McpAdapter
 
-__all__ = ["FAST_PATH_METHODS", "FastPath", "FastPathReply"]
+__all__ = ["UNREADABLE_NAME", "FastPath", "FastPathReply", "accepts_both", "unreadable_name"]
 
-FAST_PATH_METHODS: Final = frozenset({"tools/call", "tools/list"})
-"""The methods the fast path answers itself (when the request is one it fully understands)."""
-_ENVELOPE_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params"})
-_CALL_PARAMS: Final = frozenset({"name", "arguments", "_meta"})
 _PARAM_HEADER: Final = MCP_PARAM_HEADER_PREFIX.lower()
+_ENVELOPE_KEYS: Final = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_CAPABILITIES_META_KEY})
+UNREADABLE_NAME: Final = (
+    "Header mismatch: the Mcp-Name header's base64 payload holds characters beyond ASCII"
+)
+"""The refusal of a request whose ``Mcp-Name`` the SDK's decoder cannot read (see
+`unreadable_name`)."""
 _JSON: Final = "application/json"
 _REMEMBERED_ACCEPT: Final = 256
 """The longest ``Accept`` whose verdict `accepts_both` remembers (64 at most)."""
-
-
-def _dumped(value: object) -> bytes:
-    """Compact JSON: the same JSON as the SDK's 2026-era entry writes (with `json`).
-
-    pydantic-core writes it several times quicker (``docs/performance.md``). The value is
-    the same; the
-    bytes may differ where JSON lets them (text beyond ASCII as UTF-8 rather
-    than escaped, ``0.00001`` for ``1e-05``).
-    """
-    return pydantic_core.to_json(value)
 
 
 @final
@@ -138,11 +131,10 @@ class FastPath:
     ) -> None:
         self.path: Final = path
         """The only path whose requests the fast path answers."""
+        self.answers: Final = PlainAnswers(adapter)
+        """The answers, as the SDK shapes them (shared with the 2025 era's sessions)."""
         self._adapter = adapter
         self._identify = identify
-        # Identity is fixed at construction; the answers are serialized at once, never mutated.
-        self._server_info = adapter.server.server_info_stamp
-        self._fixed: dict[str, dict[str, Any]] = {}
         self._param_headers_declared: dict[str, bool] = {}
 
     async def answer(
@@ -151,62 +143,19 @@ class FastPath:
         """The response to `message` (the parsed body of a POST with `headers`, sent with
         `token`), or None: the SDK's to answer."""
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
-        if version not in MODERN_PROTOCOL_VERSIONS or not self.takes(message):
+        if version not in MODERN_PROTOCOL_VERSIONS or not plain_request(message):
             return None
+        if unreadable_name(headers, message):
+            return _error(message["id"], MCPError(HEADER_MISMATCH, UNREADABLE_NAME))
         # The SDK's own checks, in its order.
         if not accepts_both(headers) or find_duplicated_routing_header(headers.items()):
             return None
-        verdict = classify_inbound_request(message, headers=headers)
-        if isinstance(verdict, InboundLadderRejection):
-            return None
-        if not valid_params(message, verdict.protocol_version):
+        enveloped = envelope_version(message, headers)
+        if enveloped is None or not valid_params(message, enveloped):
             return None
         if message["method"] == "tools/call":
             return await self._call(token, headers, message["id"], message["params"], version)
-        return _ok(message["id"], self.tool_list(version))
-
-    @staticmethod
-    def takes(message: Any) -> bool:
-        """Whether `message` is one JSON-RPC request of the plainest shape (see the module
-        docstring), of a method the fast path answers."""
-        if not isinstance(message, dict) or not message.keys() <= _ENVELOPE_MEMBERS:
-            return False
-        request_id = message.get("id")
-        return (
-            message.get("jsonrpc") == "2.0"
-            and isinstance(request_id, (str, int))
-            and not isinstance(request_id, bool)
-            and isinstance(message.get("method"), str)
-            and message["method"] in FAST_PATH_METHODS
-            and isinstance(message.get("params", {}), dict)
-        )
-
-    def plain_call(self, params: Any) -> bool:
-        """Whether a ``tools/call`` with `params` calls a plain tool, with nothing else in them."""
-        name = params.get("name") if isinstance(params, dict) else None
-        return (
-            isinstance(name, str)
-            and params.keys() <= _CALL_PARAMS
-            and self._adapter.plain_tool(name)
-        )
-
-    def call_result(self, result: dict[str, Any], version: str) -> dict[str, Any]:
-        """A call's wire result as the SDK shapes it for `version` (stamped in the 2026 era)."""
-        # As the SDK's handler result dumps: a complete result (no question for the client).
-        complete = {**result, "resultType": "complete"}
-        wire = spec_methods.serialize_server_result("tools/call", version, complete)
-        return self._stamped(wire) if version in MODERN_PROTOCOL_VERSIONS else wire
-
-    @staticmethod
-    def reply(request_id: str | int, result: Mapping[str, Any]) -> bytes:
-        """The JSON-RPC response carrying `result`, in JSON."""
-        return _dumped({"jsonrpc": "2.0", "id": request_id, "result": result})
-
-    @staticmethod
-    def error_reply(request_id: str | int, error: MCPError) -> bytes:
-        """The JSON-RPC error response for `error`, in JSON."""
-        data = modern_error_data(error).model_dump(mode="json", by_alias=True, exclude_none=True)
-        return _dumped({"jsonrpc": "2.0", "id": request_id, "error": data})
+        return _ok(message["id"], self.answers.tool_list(version))
 
     async def _call(
         self,
@@ -216,7 +165,9 @@ class FastPath:
         params: dict[str, Any],
         version: str,
     ) -> FastPathReply | None:
-        if not self.plain_call(params) or self._may_route_by_header(params["name"], headers):
+        if not self.answers.plain_call(params) or self._may_route_by_header(
+            params["name"], headers
+        ):
             return None
         try:
             result = await self._adapter.call_plainly(
@@ -224,7 +175,7 @@ class FastPath:
             )
         except MCPError as error:
             return _error(request_id, error)
-        return _ok(request_id, self.call_result(result, version))
+        return _ok(request_id, self.answers.call_result(result, version))
 
     def _may_route_by_header(self, name: str, headers: Headers) -> bool:
         """Whether ``Mcp-Param-*`` headers take part: sent, or declared by the tool's schema.
@@ -241,26 +192,36 @@ class FastPath:
             self._param_headers_declared[name] = declared
         return declared
 
-    def tool_list(self, version: str) -> dict[str, Any]:
-        """The ``tools/list`` result at `version`: the same for every request."""
-        listed = self._adapter.list_tools_plainly()
-        result = self._fixed.get(version)
-        if result is None:
-            dumped = _dumped_model(listed)
-            wire = spec_methods.serialize_server_result("tools/list", version, dumped)
-            modern = version in MODERN_PROTOCOL_VERSIONS
-            result = self._fixed[version] = self._stamped(wire) if modern else wire
-        return result
 
-    def _stamped(self, result: Mapping[str, Any]) -> dict[str, Any]:
-        """`result` with the server's identity, which every 2026-era result carries."""
-        stamped = {**result}
-        meta = result.get("_meta")
-        if meta is None:
-            stamped["_meta"] = {SERVER_INFO_META_KEY: self._server_info}
-        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
-            stamped["_meta"] = {**meta, SERVER_INFO_META_KEY: self._server_info}
-        return stamped
+def unreadable_name(headers: Mapping[str, str], message: Any) -> bool:
+    """Whether the SDK's envelope ladder would fail on `message`'s ``Mcp-Name`` header.
+
+    The SDK means a malformed base64 sentinel (``=?base64?…?=``) to read as no value (a
+    header mismatch), but one whose payload holds a character beyond ASCII makes its
+    decoder raise: unanswered, every such request was a 500 and a traceback in the log.
+    The ladder reads the header only on its header rung, for a name-bearing method whose
+    name is in the body (`classify_inbound_request`): so does this.
+    """
+    params = message.get("params") if isinstance(message, dict) else None
+    if not isinstance(params, dict):
+        return False
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or not meta.keys() >= _ENVELOPE_KEYS:
+        return False
+    sent = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+    method = message.get("method")
+    if sent is None or sent != meta[PROTOCOL_VERSION_META_KEY]:
+        return False
+    if not isinstance(method, str) or headers.get(MCP_METHOD_HEADER) != method:
+        return False
+    name_key = NAME_BEARING_METHODS.get(method)
+    if name_key is None or params.get(name_key) is None:
+        return False
+    try:
+        decode_header_value(headers.get(MCP_NAME_HEADER))
+    except ValueError:
+        return True
+    return False
 
 
 def accepts_both(headers: Headers) -> bool:
@@ -283,24 +244,10 @@ def _accepts_both(accept: str) -> bool:
 _remembered_accepts_both: Final = functools.lru_cache(maxsize=64)(_accepts_both)
 
 
-def valid_params(message: dict[str, Any], version: str) -> bool:
-    """Whether the SDK's kernel takes `message`'s method and params at `version`."""
-    try:
-        spec_methods.validate_client_request(message["method"], version, message.get("params"))
-    except (KeyError, ValueError, pydantic.ValidationError):
-        return False
-    return True
-
-
-def _dumped_model(model: pydantic.BaseModel) -> dict[str, Any]:
-    """A handler's result as the SDK dumps it before shaping it for the wire."""
-    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
-
-
 def _ok(request_id: str | int, result: Mapping[str, Any]) -> FastPathReply:
-    return FastPathReply(200, FastPath.reply(request_id, result))
+    return FastPathReply(200, PlainAnswers.reply(request_id, result))
 
 
 def _error(request_id: str | int, error: MCPError) -> FastPathReply:
     status = ERROR_CODE_HTTP_STATUS.get(modern_error_data(error).code, 200)
-    return FastPathReply(status, FastPath.error_reply(request_id, error))
+    return FastPathReply(status, PlainAnswers.error_reply(request_id, error))

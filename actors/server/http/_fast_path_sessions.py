@@ -42,8 +42,9 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from ..mcp._plain import plain_request, valid_params
 from ._event_store import RETRY_INTERVAL_MS
-from ._fast_path import accepts_both, valid_params
+from ._fast_path import accepts_both
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -87,7 +88,7 @@ class SessionCalls:
         events: BoundedEventStore,
         scopes: SessionScopes,
     ) -> None:
-        self._lean = lean
+        self._answers = lean.answers
         self._adapter = adapter
         self._identify = identify
         self._sessions = _SdkSessions(manager)
@@ -112,12 +113,12 @@ class SessionCalls:
         sent = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if sent is not None and sent not in HANDSHAKE_PROTOCOL_VERSIONS:
             return None  # the SDK serves it in the 2026 era, whatever its session header
-        if not self._lean.takes(message) or not accepts_both(headers):
+        if not plain_request(message) or not accepts_both(headers):
             return None
         params = message.get("params")
         if _has_modern_envelope(params) or not valid_params(message, negotiated):
             return None
-        if message["method"] == "tools/call" and not self._lean.plain_call(params):
+        if message["method"] == "tools/call" and not self._answers.plain_call(params):
             return None
         transport = self._sessions.live(session_id, token)
         if transport is None:
@@ -130,14 +131,14 @@ class SessionCalls:
         request_id = message["id"]
         params = message.get("params", {})
         if message["method"] == "tools/list":
-            return self._lean.reply(request_id, self._lean.tool_list(version))
+            return self._answers.reply(request_id, self._answers.tool_list(version))
         try:
             result = await self._adapter.call_plainly(
                 params["name"], params.get("arguments"), params.get("_meta"), caller
             )
         except MCPError as error:
-            return self._lean.error_reply(request_id, error)
-        return self._lean.reply(request_id, self._lean.call_result(result, version))
+            return self._answers.error_reply(request_id, error)
+        return self._answers.reply(request_id, self._answers.call_result(result, version))
 
 
 @final

@@ -8,6 +8,7 @@
 * `_parked_calls` — a 2026-era call that asked its client, parked across requests.
 * `_subscriptions` — resource subscriptions per key, and who hears an update.
 * `_session_ends` — ending the sessions of connections that closed.
+* `_plain` — plain requests and their answers, as every transport's lean path serves them.
 * `_jsonrpc` — what the transports answer themselves: JSON-RPC messages the SDK
   cannot take, and batches.
 """

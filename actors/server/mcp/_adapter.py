@@ -313,6 +313,8 @@ class McpAdapter:
     default treats every request as coming from one trusted client, the stdio
     parent, whose calls that name no session land in one session private to
     this adapter, and whose arguments may name that session only (`stdio_caller`).
+    `caller` names that one caller instead (every request is its), which
+    lets a transport serve it without a request context (`sole_caller`).
     One adapter can serve any number of connections at once:
     give it an `identify` that tells them apart.
 
@@ -328,6 +330,7 @@ class McpAdapter:
         runtime: CallTarget,
         *,
         identify: Callable[[ServerRequestContext[Any, Any]], Caller] | None = None,
+        caller: Caller | None = None,
         observer: Observer | None = None,
         allow_end_session: bool = False,
         end_connection_sessions: bool = False,
@@ -338,9 +341,15 @@ class McpAdapter:
         # Told of the calls refused here, before the runtime sees them (the runtime
         # reports the rest to its own observer: pass the same one to both).
         self._observer = observer
+        if identify is not None and caller is not None:
+            msg = "give McpAdapter either identify= or caller=, not both"
+            raise ValueError(msg)
+        sole = None
         if identify is None:
-            sole = stdio_caller(connection_session(), handles=handles)
+            sole = caller or stdio_caller(connection_session(), handles=handles)
             identify = lambda _ctx: sole  # noqa: E731 -- one caller for every request
+        self.sole_caller: Final = sole
+        """The caller of every request, when that is fixed (not told by `identify`)."""
         self._identify = identify
         self._policy = runtime.config.policy
         self._allow_end_session = allow_end_session
