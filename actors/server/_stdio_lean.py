@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections import deque
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import attrs
@@ -149,6 +150,9 @@ class LeanStdio:
         """The lean requests being served, by id (as the SDK's dispatcher keys its own)."""
         self._running = 0
         self._finished = trio.Event()
+        self._waiting: deque[tuple[dict[str, Any], str, RequestId, _Call]] = deque()
+        """Requests taken and not started yet, oldest first (`_launch`)."""
+        self._launching = False
 
     def route(self, line: str) -> bool:
         """Whether `line` was taken here (answered, or being answered); False: the SDK's.
@@ -220,11 +224,25 @@ class LeanStdio:
         self._calls[key] = call
         self._in_flight.hold()
         self._running += 1
-        self._nursery.start_soon(self._serve, message, version, key, call)
+        self._waiting.append((message, version, key, call))
+        if not self._launching:
+            self._launch()
+
+    def _launch(self) -> None:
+        """Start the oldest request waiting, if any.
+
+        One at a time, each once the one before has run up to its first wait: trio starts
+        the tasks of one scheduler round in no fixed order, and calls to one key must
+        reach its actor in the order they were read (five creates, then a list, see five).
+        """
+        self._launching = bool(self._waiting)
+        if self._waiting:
+            self._nursery.start_soon(self._serve, *self._waiting.popleft())
 
     async def _serve(
         self, message: dict[str, Any], version: str, key: RequestId, call: _Call
     ) -> None:
+        self._launch()  # the next one runs after this one has offered its call
         sent = False
         try:
             with call.scope:

@@ -327,3 +327,17 @@ async def test_only_a_well_formed_cancellation_cancels(
     assert "error" in refusal
     assert answer["id"] == 10
     assert answer["result"]["content"][0]["text"] == "released"
+
+
+async def test_pipelined_calls_to_one_session_run_in_the_order_they_were_read() -> None:
+    """Twenty adds in one write reach the session's actor in order: totals 1, 2, … 20."""
+    adds = [
+        tools_call("tally__add", {"amount": 1}, request_id=100 + n, meta={"sessionId": "o"})
+        for n in range(20)
+    ]
+    async with raw_server(command=_SERVER) as server:
+        await server.initialize()
+        await server.send(b"\n".join(json.dumps(add).encode() for add in adds))
+        replies = [await server.receive() for _ in adds]
+    totals = {r["id"]: r["result"]["structuredContent"]["result"] for r in replies}
+    assert [totals[100 + n] for n in range(20)] == list(range(1, 21))
