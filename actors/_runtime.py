@@ -345,35 +345,13 @@ class Runtime(Host):
         (`actors.Ask`); without one, a tool that asks gets CannotAskError.
         """
         # A plain function that returns the coroutine that sends (`_send`), which `call`
-        # and `call_tool` share with no PreparedCall: neither path adds a coroutine.
+        # and `call_tool` reach with no PreparedCall (`_prepared_and_run`): no coroutine more.
         envelope = self._envelope(
             call.tool, call.context, call.arguments, call.meta, progress, log, ask
         )
         return self._send(envelope, call.route, call.session_defaulted)
 
-    async def call(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> CallResult:
-        """Run one tools/call-shaped call: ``{"name", "arguments", "_meta"}``.
-
-        As `Host.call` says: the tool's result, or its errors, raised before
-        anything is sent (UnknownToolError, ProtocolError, ArgumentsError) or
-        once it is (CallTimeoutError, ActorCrashedError, RuntimeClosedError,
-        CapacityError).
-        """
-        return await self._prepared_and_sent(params, caller)
-
-    async def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        meta: Mapping[str, Any] | None = None,
-        caller: Caller | None = None,
-    ) -> CallResult:
-        """`call` with the parts given separately."""
-        params = {"name": name, "arguments": arguments, "_meta": meta}
-        return await self._prepared_and_sent(params, caller)
-
-    def _prepared_and_sent(
+    def _prepared_and_run(
         self, params: Mapping[str, Any], caller: Caller | None
     ) -> Coroutine[Any, Any, CallResult]:
         """`prepare` and `run` for a caller with no channels, without a `PreparedCall`: its

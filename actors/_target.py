@@ -30,7 +30,7 @@ from ._prepare import prepare_call, prepare_completion, prepare_prompt, prepare_
 from ._resources import Completions, completions_of, handler_data
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from protocol import Caller, CallResult
 
@@ -210,7 +210,7 @@ class Host(ABC):
         complete (a cluster adds ShardLostError). A cancelled caller withdraws a call not
         started yet; a started one runs to completion and its reply is dropped.
         """
-        return await self.run(self.prepare(params, caller=caller))
+        return await self._prepared_and_run(params, caller)
 
     async def call_tool(
         self,
@@ -223,7 +223,17 @@ class Host(ABC):
         """`call` with the parts given separately."""
         params = {"name": name, "arguments": arguments, "_meta": meta}
         # Not through `call`: a coroutine less to resume at every wake-up.
-        return await self.run(self.prepare(params, caller=caller))
+        return await self._prepared_and_run(params, caller)
+
+    def _prepared_and_run(
+        self, params: Mapping[str, Any], caller: Caller | None
+    ) -> Awaitable[CallResult]:
+        """`prepare`, then what `run` returns: what `call` and `call_tool` await.
+
+        A plain function, so that it adds no coroutine; a host may send a call's parts
+        without a `PreparedCall` (`Runtime`). Raises what `prepare` does.
+        """
+        return self.run(self.prepare(params, caller=caller))
 
     def prepare(self, params: Mapping[str, Any], *, caller: Caller | None = None) -> PreparedCall:
         """Check a call and work out its actor without sending it (`actors.prepare_call`).
