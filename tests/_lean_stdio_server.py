@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import trio
 
-from actors import RuntimeConfig, ToolModule, open_runtime
+from actors import Runtime, RuntimeConfig, ToolModule, open_runtime
 from actors.server import McpAdapter
 from actors.server._stdio import serve_stdio
 from actors.server._stdio_lean import LeanStdio
@@ -47,6 +47,30 @@ def show(state: Tally) -> int:
     return state.total
 
 
+@tally.resource("tally://total", title="The total")
+def total(state: Tally) -> str:
+    """The total, as text."""
+    return str(state.total)
+
+
+@tally.resource("tally://times/{factor}")
+def times(state: Tally, factor: int) -> dict[str, int]:
+    """The total times `factor`."""
+    return {"factor": factor, "product": state.total * factor}
+
+
+@tally.prompt
+def report(state: Tally, tone: str = "plain") -> str:
+    """Ask for a report on the total, in a `tone`."""
+    return f"In a {tone} tone: the total is {state.total}."
+
+
+@tally.completion("report", "tone")
+def tones(state: Tally, typed: str) -> list[str]:
+    """The tones that begin with what is typed (the total's own first)."""
+    return [t for t in (f"tone{state.total}", "plain", "playful", "grave") if t.startswith(typed)]
+
+
 @tally.tool
 async def hold(state: Tally, path: str) -> str:
     """Answer once a file exists at `path` (the test makes it, or never does)."""
@@ -60,20 +84,39 @@ def _counting() -> list[int]:
     taken = [0]
     start = LeanStdio._start
 
-    def counted(self: LeanStdio, message: dict[str, Any], version: str) -> None:
+    def counted(self: LeanStdio, request: Any) -> None:
         taken[0] += 1
-        start(self, message, version)
+        start(self, request)
 
     LeanStdio._start = counted  # type: ignore[method-assign]
     return taken
 
 
-async def main(sdk_only: bool, max_in_flight: int, eof_grace: float) -> None:
+SECRET: Final = "postgresql://admin:hunter2@db/actors"
+"""What ``--break-total`` puts in the failure it raises: the client must never see it."""
+
+
+def _break_total(runtime: Runtime) -> None:
+    """Make `runtime` fail every read of ``tally://total`` as a bug or a lost store would:
+    with an exception that is no `CallError`, naming what only the log may show."""
+    run = runtime.run
+
+    async def failing(prepared: Any, *args: Any, **kwargs: Any) -> Any:
+        if prepared.tool.full_name == "tally__total":
+            raise RuntimeError(f"the store at {SECRET} is unreachable")
+        return await run(prepared, *args, **kwargs)
+
+    runtime.run = failing  # type: ignore[method-assign]
+
+
+async def main(sdk_only: bool, max_in_flight: int, eof_grace: float, break_total: bool) -> None:
     """Serve `tally` until EOF; then say how many requests the lean path took."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     taken = _counting()
     caller = stdio_caller(connection_session())
     async with open_runtime([tally], RuntimeConfig(shutdown_grace=0.5)) as runtime:
+        if break_total:
+            _break_total(runtime)
         adapter = (
             McpAdapter(runtime, identify=lambda _ctx: caller)
             if sdk_only
@@ -89,5 +132,12 @@ if __name__ == "__main__":
     parser.add_argument("--sdk-only", action="store_true")
     parser.add_argument("--max-in-flight", type=int, default=32)
     parser.add_argument("--eof-grace", type=float, default=10.0)
+    parser.add_argument("--break-total", action="store_true")
     arguments = parser.parse_args()
-    trio.run(main, arguments.sdk_only, arguments.max_in_flight, arguments.eof_grace)
+    trio.run(
+        main,
+        arguments.sdk_only,
+        arguments.max_in_flight,
+        arguments.eof_grace,
+        arguments.break_total,
+    )

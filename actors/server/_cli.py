@@ -726,13 +726,17 @@ def _oauth(args: argparse.Namespace) -> OAuthSettings | None:
 
 def configure_logging(level: str, log_format: LogFormat = "text") -> None:
     """Log to stderr at `level` as ``serve`` does: one line per event, libraries kept quiet
-    (and, below debug, bounded: `LibraryLines`). Under ``json``, Python's warnings and the
-    traceback of an uncaught exception are records too (`capture_stray_output`)."""
+    (and, below debug, bounded: `LibraryLines`), written together while ``serve`` runs
+    (`LineBuffer`). Under ``json``, Python's warnings and the traceback of an uncaught
+    exception are records too (`capture_stray_output`)."""
     handler = log_handler(log_format)
     logging.basicConfig(level=level.upper(), handlers=[handler])
-    # Neither format names a thread or a process: a record (one per call) need not ask
-    # for them (`os.getpid`, `threading.current_thread`, `multiprocessing`'s process).
+    # Neither format names a thread, a process or an asyncio task: a record (one per call)
+    # need not ask for them (`os.getpid`, `threading.current_thread`, `multiprocessing`'s
+    # process; from 3.12, `asyncio.current_task`, which under trio raises for each record).
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    if sys.version_info >= (3, 12):
+        logging.logAsyncioTasks = False
     if log_format == "json":
         capture_stray_output()
     if level != "debug":

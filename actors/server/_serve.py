@@ -75,6 +75,7 @@ from .._observe import Observer, Observers
 from .._runtime import open_runtime
 from ..store import StoreError, open_store
 from ._handle_keys import PROCESS_KEY, serving_keys
+from ._logs import write_log_lines
 from ._options import build_modules, describe_tokens
 from ._stdio import serve_stdio
 from .http._app import http_adapter, http_bind, serve_http
@@ -355,6 +356,8 @@ async def serve(options: ServeOptions, *, backend: Backend = local_runtime) -> N
             # Signals are watched until the runtime has stopped, so that a
             # second one during cleanup is logged instead of killing the process.
             watchers.start_soon(shutdown.watch, signals)
+            # Log lines written together, here: every one is written once this nursery ends.
+            watchers.start_soon(write_log_lines)
             metrics = _metrics(options)
             observer = _observer(metrics)
             async with (

@@ -14,7 +14,10 @@ the one connection stdio serves.
 What it takes
 -------------
 A line that is one plain request (`actors.server.mcp._plain`): ``tools/call`` of
-a plain tool or ``tools/list``, on a connection whose protocol era is settled:
+a plain tool, ``tools/list``, or a catalog request the adapter answers plainly
+(`McpAdapter.plain_params`: the resource, template, prompt and completion
+requests, and ``ping`` where the era has it), on a connection whose protocol era
+is settled:
 
 * **the handshake era** (up to 2025-11-25): once the SDK has answered
   ``initialize`` (the version it negotiated is the one used), for a request
@@ -40,8 +43,10 @@ What it keeps
   on to the SDK, for a request of its own with that id). A call still running
   when the transport stops (the wait for replies at EOF is over) is cancelled
   and answered "Connection closed", as the SDK answers its own (`abandon`).
-* **The drain and the log.** The calls go through `McpAdapter.call_plainly`:
-  the same rules, refusals, log line and in-flight count as through the SDK.
+* **The drain and the log.** The calls go through `McpAdapter.call_plainly`,
+  the catalog requests through `McpAdapter.serve_plainly` (the handlers the SDK
+  would call): the same rules, refusals, log line and in-flight count as
+  through the SDK.
 * **Whole lines.** Replies go to the same writer as the SDK's
   (`actors.server._stdio.StdoutWire`), which writes each line whole, those
   ready together in one write.
@@ -67,12 +72,13 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp_types import CONNECTION_CLOSED, PROTOCOL_VERSION_META_KEY
 
-from .mcp._plain import PlainAnswers, envelope_version, plain_request, valid_params
+from .mcp._plain import PLAIN_METHODS, PlainAnswers, envelope_version, plain_request, valid_params
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from mcp.types import RequestId
+    from pydantic import BaseModel
 
     from protocol import Caller
 
@@ -83,6 +89,17 @@ __all__ = ["InFlight", "LeanStdio", "Wire"]
 logger = logging.getLogger("actors.serve")
 
 _CANCELLED: Final = "notifications/cancelled"
+_LEAN_METHODS: Final = PLAIN_METHODS | {
+    "ping",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+}
+"""What the lean path answers: the lean paths' plain requests, and the catalog's
+(`McpAdapter.serve_plainly`), which no lean path over HTTP takes."""
 _NOTIFICATION_MEMBERS: Final = frozenset({"jsonrpc", "method", "params"})
 _CLOSED: Final = MCPError(CONNECTION_CLOSED, "Connection closed")
 """What a call the transport gave up on is answered, in the SDK's words."""
@@ -150,7 +167,7 @@ class LeanStdio:
         """The lean requests being served, by id (as the SDK's dispatcher keys its own)."""
         self._running = 0
         self._finished = trio.Event()
-        self._waiting: deque[tuple[dict[str, Any], str, RequestId, _Call]] = deque()
+        self._waiting: deque[tuple[_Request, RequestId, _Call]] = deque()
         """Requests taken and not started yet, oldest first (`_launch`)."""
         self._launching = False
 
@@ -174,15 +191,28 @@ class LeanStdio:
             return False  # the first request is the SDK's: it settles the era with it
         if _is_cancellation(message):
             return self._cancel(message.get("params"))
-        if self._in_flight.full or not plain_request(message):
+        if self._in_flight.full or not plain_request(message, _LEAN_METHODS):
             return False
         version = self._version(message)
         if version is None or not valid_params(message, version):
             return False
-        if message["method"] == "tools/call" and not self._answers.plain_call(message["params"]):
+        request = self._taken(message, version)
+        if request is None:
             return False
-        self._start(message, version)
+        self._start(request)
         return True
+
+    def _taken(self, message: dict[str, Any], version: str) -> _Request | None:
+        """`message` as a request served here, or None: the SDK's (see `route`)."""
+        method = message["method"]
+        if method == "tools/call":
+            return (
+                _Request(message, version) if self._answers.plain_call(message["params"]) else None
+            )
+        if method == "tools/list":
+            return _Request(message, version)
+        parsed = self._adapter.plain_params(method, message.get("params"))
+        return None if parsed is None else _Request(message, version, parsed)
 
     def _version(self, message: dict[str, Any]) -> str | None:
         """The version `message` is served at, if the SDK would serve it on this connection."""
@@ -217,14 +247,14 @@ class LeanStdio:
         call.scope.cancel()
         return True
 
-    def _start(self, message: dict[str, Any], version: str) -> None:
-        call = _Call(message["id"])
+    def _start(self, request: _Request) -> None:
+        call = _Call(request.message["id"])
         key = coerce_request_id(call.request_id)
         # A reused id: the newer request is the one cancelled, as in the SDK.
         self._calls[key] = call
         self._in_flight.hold()
         self._running += 1
-        self._waiting.append((message, version, key, call))
+        self._waiting.append((request, key, call))
         if not self._launching:
             self._launch()
 
@@ -239,14 +269,12 @@ class LeanStdio:
         if self._waiting:
             self._nursery.start_soon(self._serve, *self._waiting.popleft())
 
-    async def _serve(
-        self, message: dict[str, Any], version: str, key: RequestId, call: _Call
-    ) -> None:
+    async def _serve(self, request: _Request, key: RequestId, call: _Call) -> None:
         self._launch()  # the next one runs after this one has offered its call
         sent = False
         try:
             with call.scope:
-                reply: bytes | None = await self._reply(message, version)
+                reply: bytes | None = await self._reply(request)
             if call.by_client or call.scope.cancelled_caught:  # by its client, or `abandon`
                 reply = self._closed(call)
             sent = self._put(reply)
@@ -276,21 +304,42 @@ class LeanStdio:
         # A request its client cancelled is never answered, as the SDK's are not.
         return None if call.by_client else self._answers.error_reply(call.request_id, _CLOSED)
 
-    async def _reply(self, message: dict[str, Any], version: str) -> bytes:
-        request_id = message["id"]
-        if message["method"] == "tools/list":
-            return self._answers.reply(request_id, self._answers.tool_list(version))
-        params = message["params"]
+    async def _reply(self, request: _Request) -> bytes:
+        request_id = request.message["id"]
         try:
-            result = await self._adapter.call_plainly(
-                params["name"], params.get("arguments"), params.get("_meta"), self._caller
-            )
-            return self._answers.reply(request_id, self._answers.call_result(result, version))
+            return self._answers.reply(request_id, await self._result(request))
         except MCPError as error:
             return self._answers.error_reply(request_id, error)
         except Exception as error:
             # As the SDK answers its handlers' failures (logged, the text kept back).
             return self._answers.error_reply(request_id, _internal(error))
+
+    async def _result(self, request: _Request) -> dict[str, Any]:
+        """The result `request` is answered with, as the SDK shapes it at its version."""
+        message, version = request.message, request.version
+        method = message["method"]
+        if method == "tools/list":
+            return self._answers.tool_list(version)
+        if method == "tools/call":
+            params = message["params"]
+            result = await self._adapter.call_plainly(
+                params["name"], params.get("arguments"), params.get("_meta"), self._caller
+            )
+            return self._answers.call_result(result, version)
+        assert request.parsed is not None  # `_taken` parsed the catalog's params
+        dumped = await self._adapter.serve_plainly(method, request.parsed, self._caller)
+        return self._answers.handler_result(method, version, dumped)
+
+
+@final
+@attrs.frozen
+class _Request:
+    """A request taken here: its message, the version it is served at, and its params as
+    the catalog's handler takes them (None for the tools' requests)."""
+
+    message: dict[str, Any]
+    version: str
+    parsed: BaseModel | None = None
 
 
 @attrs.define

@@ -148,7 +148,7 @@ class TestServing:
             ]
             # The tenant client's own HTTP session, and its goal, ended with it.
             ended = r"the connection of session 'alpha/\w+' closed: ended it \(1 stored item"
-            assert re.search(ended, server.log.text()), server.log.text()
+            await server.log.wait_for(re.compile(ended), server.process)  # within the log's delay
             # The 2026 protocol sends no Mcp-Session-Id: a call that names no session and
             # carries no handle is told to start a conversation; one started is its own.
             async with server.session(ALPHA, era="modern") as alpha:
@@ -282,6 +282,7 @@ class TestOperating:
                 assert 'mcp_actors_calls_total{outcome="ok",tool="planning__create_goal"} 1.0' in (
                     gateway.text
                 )
+            await server.log.wait_for(re.compile(r'"event": \{'), server.process)  # the call's
             records = [
                 json.loads(line) for line in server.log.text().splitlines() if line.startswith("{")
             ]

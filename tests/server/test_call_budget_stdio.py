@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from actors import Runtime
 
-STDIO_CALL: Final = 66
+STDIO_CALL: Final = 70
 """A ``tools/call`` line written to a stdio server's stdin, to its reply read from stdout,
 beyond the runtime's: the lean stdio path (`actors.server._stdio_lean`), which leaves the
 SDK's transport, dispatcher and kernel out (their functions were never counted here, so
@@ -50,7 +50,9 @@ the pydantic-free checks of `actors.server.mcp._plain` are this project's functi
 the SDK's validators they replace were not counted. 64, not 60: what the warm call saved
 that this path still runs, as `MCP_CALL`'s, and the lean path's one step to the wire. 66,
 not 64: requests start one at a time, so that one key's calls keep the order they were
-read in, `LeanStdio._launch`.)"""
+read in, `LeanStdio._launch`. 70, not 66: a request is carried as one `_Request` and its
+result made in `LeanStdio._result`, so that the catalog's requests take the same path,
+`LeanStdio._taken` telling them apart.)"""
 
 _ROOT: Final = Path(__file__).resolve().parents[2]
 _WARM_UPS: Final = 10

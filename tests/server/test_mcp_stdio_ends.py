@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -51,7 +52,8 @@ async def test_pipes_are_served_without_worker_threads() -> None:
         for number in range(20):
             response = await server.call("planning__create_goal", {"goal": f"g{number}"})
             assert not response["result"]["isError"], response
-        assert "serving MCP on stdio (pipes)" in server.log.text()
+        # Written within the log's delay, which twenty calls may take less than.
+        await server.log.wait_for(re.compile(r"serving MCP on stdio \(pipes\)"), server.process)
         # The threaded transport keeps a worker per read and write in trio's
         # thread cache; on pipes the server runs on its main thread alone.
         assert threads_of(server.process.pid) == 1
@@ -74,7 +76,9 @@ async def spawned(
 
 
 async def exchange(process: trio.Process, messages: bytes, reply_id: int) -> list[bytes]:
-    """Send `messages`, read stdout until the reply to `reply_id`, close stdin; every line read."""
+    """Send `messages`, read stdout until the reply to `reply_id`, close stdin; every line
+    the server wrote to stdout until it exited (with ``2>&1``, its log lines too: those
+    waiting to be written go out as it stops)."""
     assert process.stdin is not None
     assert process.stdout is not None
     await process.stdin.send_all(messages)
@@ -85,6 +89,8 @@ async def exchange(process: trio.Process, messages: bytes, reply_id: int) -> lis
             assert chunk, f"stdout closed early: {received!r}"
             received += chunk
         await process.stdin.aclose()
+        while chunk := await process.stdout.receive_some():
+            received += chunk
         assert await process.wait() == 0
     return received.splitlines()
 

@@ -71,12 +71,20 @@ from protocol import Scope
 
 slow = ToolModule("slow", lambda context: None, scope=Scope.SESSION)
 released = trio.Event()
+holding = trio.Event()
 
 @slow.tool
 async def hold(state: None) -> str:
     '''Answer once `release` was called, from any session.'''
+    holding.set()
     await released.wait()
     return "held and released"
+
+@slow.tool
+async def held(state: None) -> str:
+    '''Answer once a `hold` is running.'''
+    await holding.wait()
+    return "holding"
 
 @slow.tool
 async def release(state: None) -> str:
@@ -91,8 +99,8 @@ async def echo(state: None, text: str) -> str:
 """
 
 
-@pytest.fixture
-def slow_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+@pytest.fixture(name="slow_module")
+def slow_module_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """The spec of the test's slow module, importable by the servers the test starts."""
     importable_module(tmp_path, monkeypatch, "slowmod", SLOW_MODULE)
     return "slowmod:slow"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 import trio
 
+from tests._lean_stdio_server import SECRET
 from tests._mcp_helpers import RawServer, initialize_request, raw_server, tools_call
 
 if TYPE_CHECKING:
@@ -64,13 +65,48 @@ def _calls() -> list[tuple[dict[str, Any], bool]]:
         (tools_call("tally__nope", {}, request_id=8), False),  # no such tool: the SDK's words
         (tools_call("tally__show", request_id=9), True),  # no arguments: the default session
         (_request(10, "tools/list", {"cursor": "anything"}), True),
-        (_request(11, "ping"), False),
+        (_request(11, "ping"), True),
         (_request(12, "tools/call", {"name": "tally__show", "task": {}}), False),
         (_request(13, "tools/call", {"arguments": {}}), False),
         (_request(14, "tools/call", {"name": 3}), False),
         (_request(15, "tools/call", {"name": "tally__show", "arguments": []}), False),
         ({**tools_call("tally__show", request_id=16), "extra": True}, False),
         (tools_call("tally__show", request_id=17.5), False),
+        *_catalog_requests(s1),
+    ]
+
+
+def _catalog_requests(s1: Mapping[str, Any]) -> list[tuple[dict[str, Any], bool]]:
+    """Requests of the catalog (resources, prompts, completions), each with whether it is plain."""
+    report = {"type": "ref/prompt", "name": "tally__report"}
+    return [
+        (_request(40, "resources/list", {}), True),
+        (_request(41, "resources/templates/list"), True),
+        (_request(42, "resources/read", {"uri": "tally://total", "_meta": s1}), True),
+        (_request(43, "resources/read", {"uri": "tally://times/3", "_meta": s1}), True),
+        (_request(44, "resources/read", {"uri": "tally://nope"}), True),  # an error, with its uri
+        (_request(45, "resources/read", {"uri": "tally://times/x"}), True),  # not an integer
+        (_request(46, "resources/read", {}), False),  # no uri: the SDK's refusal
+        (_request(47, "prompts/list"), True),
+        (_request(48, "prompts/get", {"name": "tally__report", "_meta": s1}), True),
+        (
+            _request(49, "prompts/get", {"name": "tally__report", "arguments": {"tone": "grave"}}),
+            True,
+        ),
+        (_request(50, "prompts/get", {"name": "tally__report", "arguments": {"tone": 3}}), False),
+        (_request(51, "prompts/get", {"name": "tally__nope"}), True),
+        (
+            _request(
+                52,
+                "completion/complete",
+                {"ref": report, "argument": {"name": "tone", "value": "p"}, "_meta": s1},
+            ),
+            True,
+        ),
+        (_request(53, "completion/complete", {"ref": report}), False),  # no argument
+        (_request(54, "logging/setLevel", {"level": "info"}), False),  # the connection's
+        (_request(55, "resources/subscribe", {"uri": "tally://nope"}), False),
+        (_request(56, "ping", {"extra": [1]}), True),
     ]
 
 
@@ -84,7 +120,8 @@ def _handshake_script() -> tuple[list[dict[str, Any]], int]:
 
 def _modern_script() -> tuple[list[dict[str, Any]], int]:
     """A 2026-era connection: every kind of request with its envelope; how many are plain."""
-    calls = [(_enveloped(message), plain) for message, plain in _calls()]
+    # ping is no method of the 2026 era: the SDK's to refuse.
+    calls = [(_enveloped(m), plain and m["method"] != "ping") for m, plain in _calls()]
     refused = [
         tools_call("tally__show", request_id=20),  # no envelope
         _enveloped(tools_call("tally__show", request_id=21), {**_ENVELOPE, _version(): "2099"}),
@@ -177,6 +214,41 @@ async def test_the_lean_path_answers_as_the_sdk_does(script: Any) -> None:
     assert taken == {"lean": plain, "sdk-only": 0}
     totals = [r["result"]["structuredContent"] for r in replies["lean"] if r["id"] in (3, 4)]
     assert totals in ([{"result": 2}, {"result": 5}], []), replies["lean"]
+    # The catalog's answers are answers, not refusals: s1's total read, the tones completed.
+    by_id = {reply["id"]: reply for reply in replies["lean"]}
+    assert by_id[42]["result"]["contents"][0]["text"] == "5"
+    assert by_id[52]["result"]["completion"]["values"] == ["plain", "playful"]
+
+
+@pytest.mark.parametrize("era", ["handshake", "modern"])
+async def test_a_failure_below_a_catalog_request_is_an_internal_error_on_either_path(
+    era: str,
+) -> None:
+    """A read whose runtime raises what no caller caused (a bug, a lost store): both paths
+    answer the same -32603 with a fixed text, never the exception's (which names the
+    store here), and log the details and ``outcome=internal_error``. (The SDK alone, in
+    the handshake era, answered code 0 with the exception's text.)"""
+    read = _request(2, "resources/read", {"uri": "tally://total"})
+    if era == "handshake":
+        messages = [initialize_request("lean-test"), _initialized(), read]
+    else:
+        messages = [_enveloped(_request(1, "tools/list", {})), _enveloped(read)]
+    replies: dict[str, Any] = {}
+    for mode in _MODES:
+        async with raw_server(*_arguments(mode, "--break-total"), command=_SERVER) as server:
+            replies[mode] = (await _exchange(server, messages))[-1]
+            taken = await _taken(server)
+            log = server.log.text()
+        assert taken == (1 if mode == "lean" else 0)  # the read: lean, or the SDK's
+        assert re.search(r"resources/read tally://total .* outcome=internal_error", log), log
+        assert SECRET in log  # the details are kept, where only the operator reads them
+    assert replies["lean"] == replies["sdk-only"]
+    error = replies["lean"]["error"]
+    assert error["code"] == -32603
+    assert error["message"] == (
+        "internal error while serving resources/read; the server log has the details"
+    )
+    assert SECRET not in json.dumps(replies["lean"])
 
 
 async def test_a_lean_call_its_client_cancels_is_never_answered(mode: str, tmp_path: Path) -> None:

@@ -13,13 +13,29 @@ transport, and without giving up what that transport promises:
 * **The session held open.** While the call is served, the session's idle
   countdown is suspended, and it restarts when the last request ends, as the
   SDK's transport does for its own requests.
-* **A resumable stream.** The answer is an SSE stream, as the SDK's: a priming
-  event (an id, ``retry``, no data; for clients of 2025-11-25 and later) is
-  stored and sent before the call runs, and the result is stored and sent as
-  the next event. A client whose connection drops reconnects with ``GET`` and
-  ``Last-Event-ID``, which the SDK serves from the same event store; if the
-  call is still running then, its result goes to the resumed stream when it
-  ends, as the SDK's own router would send it.
+* **A resumable stream, where one can be resumed.** The answer is an SSE
+  stream, as the SDK's. For clients of 2025-11-25 and later, a priming event
+  (an id, ``retry``, no data) is stored and sent before the call runs, and the
+  result is stored and sent as the next event. A client whose connection drops
+  reconnects with ``GET`` and ``Last-Event-ID``, which the SDK serves from the
+  same event store; if the call is still running then, its result goes to the
+  resumed stream when it ends, as the SDK's own router would send it. Both
+  events are kept: a write the kernel took is not a reply the client read,
+  and a client cut off after it resumes from the priming event and must find
+  the result there.
+* **Nothing stored that no one can ask for.** Clients of 2025-03-26 and
+  2025-06-18 read no priming event: the result is the stream's first and last
+  event, so before it arrives the client holds no id to resume from, and
+  after it there is nothing to resume (a replay sends only the events *after*
+  the id it names). So its result is sent with an id, as the SDK sends it,
+  but not stored: kept, it would only push out the events of streams that can
+  be resumed, and a ``GET`` naming it gets the store's 404 rather than an
+  empty stream that never ends.
+* **The head at once.** The response starts before the call runs (with the
+  priming event, where there is one), and the result follows in a second
+  write: a client cut off meanwhile must have had the head (`SessionCall.stream`).
+  Only a reply ready at once, a tool list, leaves in the same write as the
+  head, and the end of the body with it.
 
 The SDK offers no public way to ask whether a session is alive and whose it
 is, to hold it open, or to reach a resumed stream, so `_SdkSessions` reads and
@@ -29,8 +45,8 @@ follows its session manager and transport as they are in mcp 2.x
 
 from __future__ import annotations
 
+import contextlib
 import math
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, final
 
 import anyio
@@ -43,7 +59,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ..mcp._plain import plain_request, valid_params
-from ._event_store import RETRY_INTERVAL_MS
+from ._event_store import RETRY_INTERVAL_MS, event_id
 from ._fast_path import accepts_both
 
 if TYPE_CHECKING:
@@ -73,6 +89,10 @@ _SSE_HEADERS: Final = (
     (b"connection", b"keep-alive"),
 )
 _SESSION_HEADER: Final = MCP_SESSION_ID_HEADER.lower().encode()
+_PRIMING: Final = b"id: %b\r\nretry: %d\r\ndata: \r\n\r\n"
+"""A priming event: its id and the ``retry`` interval, no data."""
+_REPLY: Final = b"id: %b\r\nevent: message\r\ndata: %b\r\n\r\n"
+"""A message event: its id and the JSON-RPC reply."""
 
 
 @final
@@ -126,12 +146,18 @@ class SessionCalls:
         caller = self._identify(token, session_id)
         return SessionCall(self, transport, message, caller, token, session_id, negotiated, held)
 
+    def ready(self, message: dict[str, Any], version: str) -> bytes | None:
+        """The JSON-RPC reply to `message` at the session's `version` if it is ready at once
+        (a tool list), else None: a call's, which `result` waits for."""
+        if message["method"] == "tools/list":
+            return self._answers.reply(message["id"], self._answers.tool_list(version))
+        return None
+
     async def result(self, message: dict[str, Any], caller: Caller, version: str) -> bytes:
-        """The JSON-RPC reply to `message`, in JSON, at the session's `version`."""
+        """The JSON-RPC reply to `message`, a ``tools/call``, in JSON, at the session's
+        `version`."""
         request_id = message["id"]
         params = message.get("params", {})
-        if message["method"] == "tools/list":
-            return self._answers.reply(request_id, self._answers.tool_list(version))
         try:
             result = await self._adapter.call_plainly(
                 params["name"], params.get("arguments"), params.get("_meta"), caller
@@ -187,43 +213,49 @@ class SessionCall:
     async def stream(self, send: BodySend) -> None:
         """Send the body: the priming event (or nothing) at once, the reply once it is ready.
 
-        The first piece goes before the call runs, even when it is empty: it starts the
-        response, which a proxy in front waits for.
+        The first piece goes before the call runs, even when it is empty: it
+        starts the response. A client cut off after the head learns that its
+        call is lost (the SDK's fails that call alone); one cut off before it
+        sees only a dropped connection (the SDK's client then fails as a whole),
+        and one of 2025-11-25 resumes from the priming event. A reply ready at
+        once (a tool list) leaves no such moment: it goes with the head.
         """
         stream_id = str(self._message["id"])
-        events = self._calls._events
-        with (
-            self._held,
-            _SdkSessions.in_flight(self._transport),
-            self._calls._scopes.session(self._session_id, self._token),
-        ):
-            primed = b""
-            if self._version >= _PRIMED_FROM:  # the dates of versions compare as strings
-                event_id = events.store_json(stream_id, None)
-                primed = b"id: %b\r\nretry: %d\r\ndata: \r\n\r\n" % (
-                    event_id.encode(),
-                    RETRY_INTERVAL_MS,
-                )
-            await send(primed, True)
-            reply = await self._calls.result(self._message, self._caller, self._version)
-            event_id = events.store_json(stream_id, reply)
-            self._to_resumed_stream(stream_id, reply, event_id)
-            await send(
-                b"id: %b\r\nevent: message\r\ndata: %b\r\n\r\n" % (event_id.encode(), reply), False
-            )
+        resumable = self._version >= _PRIMED_FROM  # the dates of versions compare as strings
+        with self._held, _SdkSessions.in_flight(self._transport), self._stored_for(resumable):
+            events = self._calls._events
+            first = b""
+            if resumable:
+                first = _PRIMING % (events.store_json(stream_id, None).encode(), RETRY_INTERVAL_MS)
+            reply = self._calls.ready(self._message, self._version)
+            if reply is None:
+                await send(first, True)
+                first = b""
+                reply = await self._calls.result(self._message, self._caller, self._version)
+            # Not stored where no client can resume: this module's docstring says why.
+            sent_as = events.store_json(stream_id, reply) if resumable else event_id()
+            self._to_resumed_stream(stream_id, reply, sent_as)
+            await send(first + _REPLY % (sent_as.encode(), reply), False)
 
-    def _to_resumed_stream(self, stream_id: str, reply: bytes, event_id: str) -> None:
+    def _stored_for(self, resumable: bool) -> AbstractContextManager[object]:
+        """Where the events stored meanwhile go: the session's scope, if it keeps any."""
+        if not resumable:
+            return contextlib.nullcontext()
+        return self._calls._scopes.session(self._session_id, self._token)
+
+    def _to_resumed_stream(self, stream_id: str, reply: bytes, sent_as: str) -> None:
         """Hand the reply to a stream the client resumed while the call ran, if there is one.
 
-        Stored first, in the same step: a resume that replays the store after this
-        finds it there, one whose replay had ended is waiting on its live stream.
+        Stored first (where it is stored at all), in the same step: a resume that
+        replays the store after this finds it there, one whose replay had ended is
+        waiting on its live stream.
         """
         live = self._transport._request_streams.get(stream_id)
         if live is None:
             return
         message = types.jsonrpc_message_adapter.validate_json(reply)
         try:
-            live[0].send_nowait(EventMessage(message, event_id))
+            live[0].send_nowait(EventMessage(message, sent_as))
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             return  # the resumed stream is full or gone: the client resumes again, from the store
 
@@ -253,7 +285,7 @@ class _SdkSessions:
         return None if idle is None or idle.cancel_called else transport
 
     @staticmethod
-    @contextmanager
+    @contextlib.contextmanager
     def in_flight(transport: StreamableHTTPServerTransport) -> Iterator[None]:
         """Hold the session open while a request is served, as its transport does."""
         idle, timeout = transport.idle_scope, transport._idle_timeout

@@ -63,6 +63,7 @@ import secrets
 import time
 import urllib.parse
 import warnings
+from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -125,7 +126,7 @@ from ._session_ends import (
 from ._subscriptions import Background, SubscriptionRequests, Subscriptions
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Mapping
+    from collections.abc import AsyncIterator, Mapping
 
     from mcp.server.context import ServerRequestContext
 
@@ -144,6 +145,11 @@ __all__ = [
 ]
 
 logger = logging.getLogger("actors.mcp")
+
+_PlainHandler = Callable[[Caller, Any], Awaitable[pydantic.BaseModel]]
+"""A request's handler for a caller (not the SDK's request context), and its result's model."""
+_Catalog = list[tuple[str, str, _PlainHandler]]
+"""What the modules declare, served: (the SDK's keyword for the handler, its method, it)."""
 
 SERVER_NAME: Final = "mcp-actors"
 _INSTRUCTIONS: Final = (
@@ -365,6 +371,11 @@ class McpAdapter:
         self._subscriptions = Subscriptions(runtime.watch)
         self._parked = ParkedCalls()
         self._connection_sessions = ConnectionSessions(runtime.end_session, identify, self._policy)
+        catalog = self._catalog()
+        self._plain_handlers: Final[dict[str, _PlainHandler]] = {
+            "ping": _pong,
+            **{method: handler for _, method, handler in catalog},
+        }
         self._closing = False
         self._in_flight = 0
         self._idle = anyio.Event()
@@ -382,33 +393,54 @@ class McpAdapter:
                 on_call_tool=self._call_tool,
                 get_tool_input_schema=self.input_schema,
                 on_set_logging_level=self._set_log_level,
-                **self._catalog_handlers(),
+                **self._catalog_handlers(catalog),
             )
         """The SDK server: run it on any transport (`Server.run`, ``streamable_http_app``)."""
         self.server.middleware.append(_invalid_params_named)
         if end_connection_sessions:
             self.server.middleware.append(self._connection_sessions.middleware)
 
-    def _catalog_handlers(self) -> dict[str, Any]:
-        """The handlers of what the modules declare: resources, prompts, completions.
+    def _catalog_handlers(self, catalog: _Catalog) -> dict[str, Any]:
+        """The SDK's handlers of what the modules declare: resources, prompts, completions.
 
         A server whose modules declare no resource answers ``resources/list``
         "Method not found" and does not claim the capability, and so on.
         """
-        handlers: dict[str, Any] = {}
+        handlers = {keyword: self._for_request(handler) for keyword, _, handler in catalog}
         if self._resources.resources or self._templates.resource_templates:
-            handlers.update(
-                on_list_resources=self._list_resources,
-                on_list_resource_templates=self._list_templates,
-                on_read_resource=self._read_resource,
-            )
             requests = SubscriptionRequests(self._subscriptions, self._followed, self._identify)
             handlers.update(requests.handlers())
-        if self._prompts.prompts:
-            handlers.update(on_list_prompts=self._list_prompts, on_get_prompt=self._get_prompt)
-        if self._prompts.prompts or self._templates.resource_templates:
-            handlers.update(on_completion=self._complete)
         return handlers
+
+    def _catalog(self) -> _Catalog:
+        """What the modules declare, served: each handler with its SDK keyword and method.
+
+        Each takes the caller rather than the SDK's request context, so that a lean
+        path can serve it too (`serve_plainly`).
+        """
+        catalog: _Catalog = []
+        if self._resources.resources or self._templates.resource_templates:
+            catalog += [
+                ("on_list_resources", "resources/list", self._list_resources),
+                ("on_list_resource_templates", "resources/templates/list", self._list_templates),
+                ("on_read_resource", "resources/read", self._read_resource),
+            ]
+        if self._prompts.prompts:
+            catalog += [
+                ("on_list_prompts", "prompts/list", self._list_prompts),
+                ("on_get_prompt", "prompts/get", self._get_prompt),
+            ]
+        if self._prompts.prompts or self._templates.resource_templates:
+            catalog.append(("on_completion", "completion/complete", self._complete))
+        return catalog
+
+    def _for_request(self, handler: _PlainHandler) -> Callable[..., Awaitable[Any]]:
+        """`handler` as the SDK calls it: with the request's context, which tells the caller."""
+
+        async def handle(ctx: ServerRequestContext[Any, Any], params: Any) -> Any:
+            return await handler(self._identify(ctx), params)
+
+        return handle
 
     @asynccontextmanager
     async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[Background]:
@@ -524,6 +556,44 @@ class McpAdapter:
         report = await self._tools_call(call, caller, None)
         assert not isinstance(report, types.InputRequiredResult)  # a plain tool never asks
         return report.to_wire()
+
+    def plain_params(
+        self, method: str, params: Mapping[str, Any] | None
+    ) -> pydantic.BaseModel | None:
+        """`params` as `serve_plainly` takes them for `method`; None: the request is the SDK's.
+
+        It is when no handler here serves `method` without the SDK's request context
+        (the subscriptions and ``logging/setLevel`` need the connection; an undeclared
+        method is the SDK's "Method not found"), when the SDK would shape its result
+        with a cache hint, or when `params` do not parse as the SDK's handler takes
+        them (the SDK then refuses them in its own words).
+        """
+        entry = self.server.get_request_handler(method)
+        if method not in self._plain_handlers or entry is None or method in self.server.cache_hints:
+            return None
+        try:
+            # As the SDK parses them: absent params as {}, so that required fields still fail.
+            parsed: pydantic.BaseModel = entry.params_type.model_validate(
+                {} if params is None else params, by_name=False
+            )
+        except pydantic.ValidationError:
+            return None
+        return parsed
+
+    async def serve_plainly(
+        self, method: str, params: pydantic.BaseModel, caller: Caller
+    ) -> dict[str, Any]:
+        """The result of a request `plain_params` admitted, dumped as the SDK dumps a
+        handler's result (the transport shapes it for the wire).
+
+        The same handler as through the SDK, for `caller`; raises `MCPError` where the
+        SDK answers a JSON-RPC error (the handler's, or its params refused by name).
+        """
+        try:
+            result = await self._plain_handlers[method](caller, params)
+        except pydantic.ValidationError as error:
+            raise invalid_params_of(method, error) from None
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     # ---- one call -------------------------------------------------------------
 
@@ -779,29 +849,29 @@ class McpAdapter:
     # ---- resources, prompts, completions, logging -----------------------------
 
     async def _list_resources(
-        self, _ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+        self, _caller: Caller, _params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         self._last_request = anyio.current_time()
         return self._resources
 
     async def _list_templates(
-        self, _ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+        self, _caller: Caller, _params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         self._last_request = anyio.current_time()
         return self._templates
 
     async def _list_prompts(
-        self, _ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+        self, _caller: Caller, _params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         self._last_request = anyio.current_time()
         return self._prompts
 
     async def _read_resource(
-        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+        self, caller: Caller, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         registry, policy, meta = self._runtime.registry, self._policy, meta_of(params)
         data = await self._served(
-            ctx,
+            caller,
             "resources/read",
             redacted_uri(params.uri),  # the log's: never a whole handle
             lambda caller: prepare_read(registry, params.uri, meta, policy, caller),
@@ -809,11 +879,11 @@ class McpAdapter:
         return types.ReadResourceResult.model_validate(data)
 
     async def _get_prompt(
-        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+        self, caller: Caller, params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
         registry, policy, meta = self._runtime.registry, self._policy, meta_of(params)
         data = await self._served(
-            ctx,
+            caller,
             "prompts/get",
             params.name,
             lambda caller: prepare_prompt(
@@ -823,7 +893,7 @@ class McpAdapter:
         return types.GetPromptResult.model_validate(data)
 
     async def _complete(
-        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+        self, caller: Caller, params: types.CompleteRequestParams
     ) -> types.CompleteResult:
         reference = params.ref
         target = reference.name if isinstance(reference, types.PromptReference) else reference.uri
@@ -832,7 +902,7 @@ class McpAdapter:
         filled = {} if params.context is None else params.context.arguments or {}
         handle = None if self._handles is None else filled.get(HANDLE_ARGUMENT)
         completions = await self._served(
-            ctx,
+            caller,
             "completion/complete",
             target,
             lambda caller: prepare_completion(
@@ -848,7 +918,7 @@ class McpAdapter:
 
     async def _served(
         self,
-        ctx: ServerRequestContext[Any, Any],
+        caller: Caller,
         method: str,
         name: str,
         prepare: Callable[[Caller], PreparedCall | Any],
@@ -859,7 +929,7 @@ class McpAdapter:
         Bad input is a JSON-RPC error naming it (an unknown URI carries it in
         the error's data); so is a handler's failure and the runtime's.
         """
-        attempt = _Attempt(name, self._identify(ctx), time.perf_counter(), method)
+        attempt = _Attempt(name, caller, time.perf_counter(), method)
         self._enter()
         try:
             if self._closing:
@@ -881,6 +951,15 @@ class McpAdapter:
             except CallError as exc:
                 attempt.outcome = outcome_of(exc)
                 raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+            except pydantic.ValidationError:
+                raise  # params refused by name (`invalid_params_of`), on either path
+            except Exception:
+                # A bug or a failure below, not the caller's fault: the details (which may
+                # name a store's address) go to the log, and either path answers alike.
+                attempt.outcome = "internal_error"
+                logger.exception("%s %s failed inside the adapter", method, loggable(name))
+                msg = f"internal error while serving {method}; the server log has the details"
+                raise MCPError(types.INTERNAL_ERROR, msg) from None
             attempt.outcome = "ok"
             return outcome
         finally:
@@ -933,8 +1012,18 @@ async def _invalid_params_named(ctx: Any, call_next: Any) -> Any:
     try:
         return await call_next(ctx)
     except pydantic.ValidationError as error:
-        message = f"Invalid params of {ctx.method}: {validation_problem(error)}"
-        raise MCPError(code=types.INVALID_PARAMS, message=message) from None
+        raise invalid_params_of(ctx.method, error) from None
+
+
+def invalid_params_of(method: str, error: pydantic.ValidationError) -> MCPError:
+    """The JSON-RPC error for params of `method` that `error` refused, naming what is wrong."""
+    message = f"Invalid params of {method}: {validation_problem(error)}"
+    return MCPError(code=types.INVALID_PARAMS, message=message)
+
+
+async def _pong(_caller: Caller, _params: Any) -> types.EmptyResult:
+    """``ping``: an empty result, as the SDK's own handler answers it."""
+    return types.EmptyResult()
 
 
 def _describe(value: str | None) -> str:

@@ -26,6 +26,7 @@ function to the SDK's on generated inputs, common and nearly so.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -33,6 +34,7 @@ import attrs
 import pydantic
 import pydantic_core
 from mcp.server.runner import modern_error_data
+from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import (
     MCP_METHOD_HEADER,
     MCP_NAME_HEADER,
@@ -44,6 +46,7 @@ from mcp.shared.inbound import (
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
+    INTERNAL_ERROR,
     PROTOCOL_VERSION_META_KEY,
     SERVER_INFO_META_KEY,
 )
@@ -52,8 +55,6 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-    from mcp.shared.exceptions import MCPError
 
     from ._adapter import McpAdapter
 
@@ -65,6 +66,8 @@ __all__ = [
     "plain_request",
     "valid_params",
 ]
+
+logger = logging.getLogger("actors.mcp")
 
 PLAIN_METHODS: Final = frozenset({"tools/call", "tools/list"})
 """The methods a lean path answers itself (when the request is one it fully understands)."""
@@ -87,9 +90,9 @@ def dumped(value: object) -> bytes:
     return pydantic_core.to_json(value)
 
 
-def plain_request(message: Any) -> bool:
+def plain_request(message: Any, methods: frozenset[str] = PLAIN_METHODS) -> bool:
     """Whether `message` is one JSON-RPC request of the plainest shape (see the module
-    docstring), of a method a lean path answers."""
+    docstring), of one of `methods` (those a lean path answers)."""
     if not isinstance(message, dict) or not message.keys() <= _ENVELOPE_MEMBERS:
         return False
     request_id = message.get("id")
@@ -98,7 +101,7 @@ def plain_request(message: Any) -> bool:
         and isinstance(request_id, (str, int))
         and not isinstance(request_id, bool)
         and isinstance(message.get("method"), str)
-        and message["method"] in PLAIN_METHODS
+        and message["method"] in methods
         and isinstance(message.get("params", {}), dict)
     )
 
@@ -498,10 +501,26 @@ class PlainAnswers:
         result = self._fixed.get(version)
         if result is None:
             model = listed.model_dump(by_alias=True, mode="json", exclude_none=True)
-            wire = spec_methods.serialize_server_result("tools/list", version, model)
-            modern = version in MODERN_PROTOCOL_VERSIONS
-            result = self._fixed[version] = self._stamped(wire) if modern else wire
+            result = self._fixed[version] = self.handler_result("tools/list", version, model)
         return result
+
+    def handler_result(self, method: str, version: str, dumped: dict[str, Any]) -> dict[str, Any]:
+        """A handler's `dumped` result for `method` as the SDK's runner shapes it for `version`:
+        sieved by that version's schema, and in the 2026 era typed and stamped.
+
+        Raises the SDK's `MCPError` for a result its schema refuses (our bug, logged).
+        """
+        try:
+            wire = spec_methods.serialize_server_result(method, version, dumped)
+        except pydantic.ValidationError:
+            # As the SDK answers it: the detail stays in the log (it may echo the result).
+            logger.exception("handler for %r returned an invalid result", method)
+            raise MCPError(INTERNAL_ERROR, "Handler returned an invalid result") from None
+        if version not in _MODERN:
+            return wire
+        if wire.get("resultType") is None:
+            wire["resultType"] = "complete"
+        return self._stamped(wire)
 
     @staticmethod
     def reply(request_id: str | int, result: Mapping[str, Any]) -> bytes:
