@@ -402,11 +402,17 @@ class ActorLoop:
     now: Callable[[], float]  # the run's clock (see `Runtime.__init__`)
     timeout: float = attrs.field(init=False)
     threads: trio.CapacityLimiter = attrs.field(init=False)  # see "Heavy handlers"
+    shared: bool = attrs.field(init=False)
+    """Other processes write the store: a durable key's version is asked before each call."""
 
     def __attrs_post_init__(self) -> None:
         timeout = self.config.call_timeout
         self.timeout = math.inf if timeout is None else timeout
         self.threads = trio.CapacityLimiter(self.config.heavy_threads)
+        shared = self.config.shared_store
+        if shared is None:  # as the store says: PostgreSQL's is the store for several processes
+            shared = bool(getattr(self.store, "shared_by_default", False))
+        self.shared = shared and self.store is not None
 
     async def run(self, actor: Actor) -> None:
         """The task of `actor`, from STARTING to FINISHED."""
@@ -421,6 +427,7 @@ class ActorLoop:
                 await self._take_turn(actor)
             if durable:
                 await keeper.start()
+                keeper.fresh = True  # read for the first call: it need not ask again
             else:
                 keeper.make()
             started = True
@@ -598,6 +605,7 @@ class ActorLoop:
     ) -> None:
         timeout = self.timeout
         heal = keeper.heal
+        revalidate = durable and self.shared
         while True:
             try:
                 envelope = await actor.receive.receive()
@@ -606,6 +614,7 @@ class ActorLoop:
             if envelope.abandoned:
                 del envelope  # as below: nothing of a call outlives it
                 actor.pending -= 1
+                keeper.fresh = False  # the load was for this call; the next one asks again
                 continue
             actor.current = envelope
             if envelope.observed:
@@ -619,8 +628,11 @@ class ActorLoop:
             if armed:
                 assert deadline is not None
                 deadline.deadline = self.now() + timeout
-            if keeper.stale:  # a write failed or a call timed out: the store is right
-                await keeper.start()  # raising here is an actor crash; the next actor loads
+            # Stale: a write failed or a call timed out; outdated: another process wrote
+            # the key since this one loaded it. Either way the store is right. (Raising
+            # here is an actor crash; the next actor loads.)
+            if keeper.stale or (revalidate and await keeper.outdated()):
+                await keeper.start()
                 heal = keeper.heal
             if heal is not None:
                 await run_hook(heal)  # raising here is an actor crash: the resource is gone

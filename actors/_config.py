@@ -52,6 +52,15 @@ class RuntimeConfig:
     state_retention: float | None = attrs.field(default=30 * 24 * 3600.0, validator=_positive)
     """Stored state neither written nor used (loaded, or held by a live actor) for this many
     seconds is deleted (with a store); None keeps it."""
+    shared_store: bool | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(bool))
+    )
+    """Whether other processes write the store too, so that before each call of a durable
+    module the key's stored version is asked (one query for the keys asked at once), and a
+    state another process changed is loaded again: every read sees every write acknowledged
+    before it, whichever process made it. ``None``: yes for PostgreSQL, the store for
+    several processes; no for SQLite and memory (say ``True`` when processes share a
+    SQLite file). Off, it costs nothing; writes are fenced by version either way."""
     mask_errors: bool | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(bool))
     )

@@ -75,6 +75,8 @@ class Keeper:
     store holds none of them (nothing stored, or a state stored whole by an older version)."""
     stale: bool = False
     """The in-memory state may differ from the store's: load it before the next call."""
+    fresh: bool = False
+    """Loaded for the call about to be served: `outdated` need not ask the store again."""
     observer: Observer | None = None
     """Told how long each load and write took, and how the write ended."""
 
@@ -111,6 +113,21 @@ class Keeper:
                 self.state, self.parts = load()
             self.version, self.digest = stored.version, _digest(stored.blob)
         self.stale = False
+
+    async def outdated(self) -> bool:
+        """Whether the store holds another version than the one in memory (another process
+        wrote it, or deleted it), so that the state must be loaded again; not asked right
+        after the load that started the actor (`fresh`), which read it for this call."""
+        if self.fresh:
+            self.fresh = False
+            return False
+        assert self.store is not None
+        try:
+            return await self.store.version(self.key) != self.version
+        except StoreError:
+            # Cannot tell: load again, which either finds the store back or fails as a
+            # load that cannot reach the store always has (the actor's calls say why).
+            return True
 
     async def save(self, *, heavy: bool = False) -> bool:
         """Write the state if it changed, and say whether it did; StoreError or VersionConflict.

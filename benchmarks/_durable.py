@@ -34,10 +34,12 @@ The parts:
 
 from __future__ import annotations
 
+import math
 import random
 import tempfile
 import time
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -46,7 +48,7 @@ import trio
 
 from actors import Durable, RuntimeConfig, ToolModule, open_runtime
 from actors.modules import content_store
-from actors.store import MemoryStore
+from actors.store import MemoryStore, open_store
 
 # Private on purpose: the SQLite design is what open_store builds, with a
 # backend that counts the rows each commit carries (group commit's batches).
@@ -88,6 +90,7 @@ NAME: Final = "durable"
 MEMORY: Final = "memory"
 MEMORY_STORE: Final = "memory store"
 SQLITE: Final = "SQLite"
+POSTGRES: Final = "PostgreSQL"
 DESIGNS: Final = (MEMORY, MEMORY_STORE, SQLITE)
 DURABLE_DESIGNS: Final = (MEMORY_STORE, SQLITE)
 ADD: Final = "tally__add"
@@ -156,6 +159,14 @@ class _CountingBackend:
     def load_many_with_parts(self, keys: Sequence[str]) -> list[Loaded | None]:
         """See `SqliteBackend.load_many_with_parts`."""
         return self._inner.load_many_with_parts(keys)
+
+    def version_at_once(self, key: str) -> int | None:
+        """See `SqliteBackend.version_at_once`."""
+        return self._inner.version_at_once(key)
+
+    def versions_many(self, keys: Sequence[str]) -> list[int | None]:
+        """See `SqliteBackend.versions_many`."""
+        return self._inner.versions_many(keys)
 
     def commit(self, writes: Sequence[Write], now: float) -> list[Any]:
         """See `SqliteBackend.commit`; counts the commit and its rows."""
@@ -563,6 +574,126 @@ def _large_state_figures(part: _LargeState, sizes: Sizes) -> list[Figure]:
     return figures
 
 
+# ---- a shared store ------------------------------------------------------------------
+
+StoreOpener = Callable[[str], AbstractAsyncContextManager["StateStore"]]
+"""A new, empty store of one kind, for the design of this name."""
+
+
+@attrs.define(eq=False)
+class _Timed:
+    """A design's calls of one tool, with the process's CPU time around each batch (the
+    store's worker thread included)."""
+
+    name: str
+    runtime: Runtime
+    names: Sequence[str]
+    tool: str
+
+    async def batch(self, keys: Sequence[int], callers: int) -> Batch:
+        """See `Contender.batch`."""
+        began = time.process_time()
+        batch = await drive(self._call, keys, callers)
+        return attrs.evolve(batch, cpu=time.process_time() - began)
+
+    async def _call(self, index: int) -> object:
+        result = await self.runtime.call_tool(self.tool, {"__sessionId": self.names[index]})
+        assert not result.is_error, result.first_text
+        return result
+
+
+def _cpu_ratios(numerators: Sequence[Batch], denominators: Sequence[Batch]) -> Stats:
+    """CPU per call of one design over another's, round by round."""
+    return Stats.of(
+        [
+            (a.cpu or 0.0) / a.calls / ((b.cpu or math.inf) / b.calls)
+            for a, b in zip(numerators, denominators, strict=True)
+        ]
+    )
+
+
+def _shared_label(kind: str, shared: bool) -> str:
+    return f"{kind}, {'shared' if shared else 'not shared'}"
+
+
+async def _shared_store(
+    sizes: Sizes, kind: str, open_one: StoreOpener, progress: Progress
+) -> Results:
+    """A read and a write on a store of `kind` told it is shared and not, each on a store
+    of its own: what the version check asked before each call costs, one caller and many,
+    on live actors."""
+    names = key_names(sizes.durable_keys)
+    warm = tuple(range(len(names)))
+    async with AsyncExitStack() as stack:
+        contenders: list[_Timed] = []
+        for shared in (False, True):
+            label = _shared_label(kind, shared)
+            store = await stack.enter_async_context(open_one(label))
+            config = RuntimeConfig(shared_store=shared)
+            runtime = await stack.enter_async_context(
+                open_runtime([tally_module()], config, store=store)
+            )
+            for tool in (ADD, READ):
+                contenders.append(_Timed(f"{label}, {tool}", runtime, names, tool))
+        for contender in contenders:  # every key stored and its actor live
+            await contender.batch(warm, min(len(warm), sizes.durable_callers))
+        phases = _call_phases(sizes)
+        return await interleave(
+            contenders, lambda _round: phases, sizes.rounds, progress, f"{NAME}: shared {kind}"
+        )
+
+
+def _sqlite_opener(directory: Path) -> StoreOpener:
+    @asynccontextmanager
+    async def open_one(label: str) -> AsyncIterator[StateStore]:
+        path = directory / f"{label.replace(', ', '-').replace(' ', '-')}.db"
+        backend = await trio.to_thread.run_sync(SqliteBackend, path)
+        async with open_batched(backend) as store:
+            yield store
+
+    return open_one
+
+
+def run_shared_postgres(sizes: Sizes, progress: Progress) -> tuple[list[Figure], tuple[str, ...]]:
+    """The shared store's figures on PostgreSQL (a server started for the run, a database
+    per design); a note alone when PostgreSQL cannot be started."""
+    try:
+        from tests._postgres import PostgresServer, _find_bindir
+    except ImportError as exc:  # run from outside the checkout, or without pytest
+        return [], (f"shared store: PostgreSQL skipped: its test helper is missing ({exc})",)
+    bindir = _find_bindir()
+    if bindir is None:
+        return [], ("shared store: PostgreSQL skipped: it is not installed",)
+    progress(f"{NAME}: shared store: starting a PostgreSQL server")
+    server = PostgresServer.launch(bindir)
+    try:
+        labels = (_shared_label(POSTGRES, shared) for shared in (False, True))
+        urls = {label: server.url(server.create_database()) for label in labels}
+        results = trio.run(
+            _shared_store, sizes, POSTGRES, lambda label: open_store(urls[label]), progress
+        )
+    finally:
+        server.destroy()
+    return _shared_store_figures(results, sizes, POSTGRES), ()
+
+
+def _shared_store_figures(results: Results, sizes: Sizes, kind: str) -> list[Figure]:
+    figures = []
+    shared_label, unshared_label = _shared_label(kind, True), _shared_label(kind, False)
+    for tool, what in ((READ, "a read"), (ADD, "a write")):
+        for phase in results[f"{shared_label}, {tool}"]:
+            where = f"{what}, keys={sizes.durable_keys}, {phase}"
+            shared = results[f"{shared_label}, {tool}"][phase]
+            unshared = results[f"{unshared_label}, {tool}"][phase]
+            paired = _cpu_ratios(shared, unshared)
+            name = f"shared store: CPU per call, {shared_label} / {unshared_label}, {where}"
+            figures.append(figure(NAME, name, paired, "x"))
+            for label, batches in ((shared_label, shared), (unshared_label, unshared)):
+                stats = latencies(batches, 0.5)
+                figures.append(figure(NAME, f"shared store: {label} p50, {where}", stats, "µs"))
+    return figures
+
+
 # ---- the scenario ---------------------------------------------------------------------
 
 
@@ -572,11 +703,13 @@ async def _measure(
     call_path = await _call_path(sizes, directory, progress)
     reactivations, contenders = await _reactivation(sizes, directory, progress)
     large = await _large_state(sizes, directory, progress)
+    shared = await _shared_store(sizes, SQLITE, _sqlite_opener(directory), progress)
     partwise_figures, partwise_notes = await run_partwise(sizes, directory, progress)
     figures = [
         *_call_path_figures(call_path, sizes),
         *_reactivation_figures(reactivations, contenders, sizes),
         *_large_state_figures(large, sizes),
+        *_shared_store_figures(shared, sizes, SQLITE),
         *partwise_figures,
     ]
     return figures, partwise_notes
@@ -590,6 +723,7 @@ def run_durable(sizes: Sizes, progress: Progress) -> ScenarioResult:
     from ._partitions import run_partitions
 
     partition_figures, partition_notes = run_partitions(sizes, progress)
+    shared_figures, shared_notes = run_shared_postgres(sizes, progress)
     peer_figures, peer_notes = run_fastmcp_peer(sizes, progress)
     notes = (
         f"designs: {MEMORY} (no store), {MEMORY_STORE} (the durable path without I/O), "
@@ -602,8 +736,15 @@ def run_durable(sizes: Sizes, progress: Progress) -> ScenarioResult:
         "large state: the content store's items are parts, so a 1 KiB add to a full store writes "
         "that item and the header; the first call after a restart loads and parses every item, "
         "and the first search indexes them",
+        "shared store: a design told its store is shared asks each live key's stored "
+        "version before every call, as a process sharing its store with others does (SQLite "
+        "on the event loop; PostgreSQL one query for the keys asked at once); one not told "
+        "asks nothing; CPU per call is this process's, the store's threads included (not "
+        "PostgreSQL's server)",
+        *shared_notes,
         *partwise_notes,
         *partition_notes,
         *peer_notes,
     )
-    return ScenarioResult(NAME, tuple(figures + partition_figures + peer_figures), notes)
+    every = figures + shared_figures + partition_figures + peer_figures
+    return ScenarioResult(NAME, tuple(every), notes)

@@ -567,6 +567,14 @@ def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> No
         help="stored state not written for this many days is deleted; 0 keeps it "
         "(default %(default)g)",
     )
+    group.add_argument(
+        "--shared-store",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="other processes write the same store: before each call of a durable module, "
+        "ask the key's stored version and load the state again if another process changed "
+        "it, so that no read is stale (default: on for PostgreSQL, off for SQLite)",
+    )
     if not cluster:
         group.add_argument(
             "--session",
@@ -767,6 +775,7 @@ def _options(args: argparse.Namespace) -> ServeOptions:
         state_retention=args.state_retention * _DAY or None,
         policy=ContextPolicy(require_session=args.require_session),
         mask_errors=args.mask_errors,
+        shared_store=args.shared_store,
     )
     return ServeOptions(
         modules=(*builtins, *args.module),

@@ -154,6 +154,12 @@ class StateStore(Protocol):
         """The key's stored state, or ``None`` when it has none; with its parts if `parts`."""
         ...
 
+    async def version(self, key: ActorKey) -> int | None:
+        """The key's stored version now, or ``None`` when it has none: what a process that
+        shares the store asks before serving a key from memory (`RuntimeConfig.shared_store`).
+        Asked at the same time for many keys, it is one query for all of them."""
+        ...
+
     async def save(
         self,
         key: ActorKey,

@@ -75,6 +75,11 @@ class Write:
     """What the save does to the key's parts, written only if the blob is (same fence)."""
 
 
+class StoreBusy(StoreError):
+    """A read asked at once found the store busy (another connection holds a lock it
+    needs): ask again the usual way, in a worker thread that may wait."""
+
+
 class BatchRolledBack(StoreError):
     """A batch of saves failed because of what one of its rows holds, and was rolled back
     whole: nothing of it was written, and each save may be tried again on its own."""
@@ -95,12 +100,28 @@ class Backend(Protocol):
 
     url: str
 
+    @property
+    def shared_by_default(self) -> bool:
+        """Whether other processes are expected to write the same store (PostgreSQL's)."""
+        ...
+
+    @property
+    def version_at_once(self) -> Callable[[str], int | None] | None:
+        """The stored version of one key, asked on the event loop itself, for a store whose
+        read of it costs less than a worker thread's round trip (SQLite's, on a connection
+        of its own); it raises `StoreBusy` rather than wait. None: asked in `versions_many`."""
+        ...
+
     def load_many(self, keys: Sequence[str]) -> list[tuple[int, bytes] | None]:
         """(version, blob) or None for each key, in order."""
         ...
 
     def load_many_with_parts(self, keys: Sequence[str]) -> list[Loaded | None]:
         """(version, blob, parts) or None for each key, in order; each key as of one moment."""
+        ...
+
+    def versions_many(self, keys: Sequence[str]) -> list[int | None]:
+        """The stored version, or None, for each key, in order."""
         ...
 
     def commit(self, writes: Sequence[Write], now: float) -> list[int | Conflict]:
@@ -332,11 +353,21 @@ class BatchedStore:
         self._part_loads: _Queue[str, Loaded | None] = _Queue(
             backend.load_many_with_parts, "load", backend.url, limiter=reads
         )
+        # Versions are asked before each call of a store several processes share: one
+        # query for all the keys asked at once, on the same reading connection.
+        self._versions: _Queue[str, int | None] = _Queue(
+            backend.versions_many, "version check", backend.url, limiter=reads
+        )
 
     @property
     def url(self) -> str:
         """Where the store is."""
         return self._backend.url
+
+    @property
+    def shared_by_default(self) -> bool:
+        """Whether other processes are expected to write it (`RuntimeConfig.shared_store`)."""
+        return self._backend.shared_by_default
 
     async def load(self, key: ActorKey, *, parts: bool = False) -> Stored | None:
         """The key's stored state, or ``None``; with its parts if `parts`."""
@@ -345,6 +376,19 @@ class BatchedStore:
             return None if loaded is None else Stored(*loaded)
         found = await self._loads.submit(encode_key(key))
         return None if found is None else Stored(*found)
+
+    async def version(self, key: ActorKey) -> int | None:
+        """The key's stored version, or ``None``: at once where the backend can tell it
+        without waiting (no checkpoint then: the caller's call is about to make one), else
+        asked together with the others waiting."""
+        encoded = encode_key(key)
+        at_once = self._backend.version_at_once
+        if at_once is not None:
+            try:
+                return at_once(encoded)
+            except StoreBusy:
+                pass  # a lock held elsewhere: wait for it in a worker thread, not here
+        return await self._versions.submit(encoded)
 
     async def save(
         self,
@@ -406,6 +450,7 @@ class BatchedStore:
             nursery.start_soon(self._saves.serve)
             nursery.start_soon(self._loads.serve)
             nursery.start_soon(self._part_loads.serve)
+            nursery.start_soon(self._versions.serve)
             task_status.started()
 
 

@@ -45,6 +45,12 @@ class MemoryStore:
         stored = entry[0]
         return Stored(stored.version, stored.blob, dict(stored.parts or {}) if parts else None)
 
+    async def version(self, key: ActorKey) -> int | None:
+        """The key's stored version, or ``None``."""
+        await trio.lowlevel.checkpoint()
+        entry = self._states.get(key)
+        return None if entry is None else entry[0].version
+
     async def save(
         self,
         key: ActorKey,

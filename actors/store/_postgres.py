@@ -160,6 +160,18 @@ class PostgresBackend:
         found = {key: (version, blob) for key, version, blob in rows}
         return [found.get(key) for key in keys]
 
+    version_at_once = None
+    """A round trip to the server costs what a worker thread does: asked in `versions_many`."""
+    shared_by_default = True
+    """PostgreSQL is the store for several processes: each call asks its key's version."""
+
+    def versions_many(self, keys: Sequence[str]) -> list[int | None]:
+        """The stored version or None per key, in order: one query for the whole batch."""
+        with self._reported(f"version check failed in {self.url}"):
+            rows = self._reader.connection().execute(_VERSIONS, (list(keys),)).fetchall()
+        found: dict[str, int] = dict(rows)
+        return [found.get(key) for key in keys]
+
     def load_many_with_parts(self, keys: Sequence[str]) -> list[Loaded | None]:
         """(version, blob, parts) or None per key, in order: one query (one snapshot)."""
         with self._reported(f"load failed in {self.url}"):
@@ -399,5 +411,7 @@ def without_password(url: str) -> tuple[str, list[str]]:
         spelling for secret in secrets for spelling in (secret, urllib.parse.unquote(secret))
     }
     shown = urllib.parse.urlunsplit((scheme, f"{user}{at}{hosts}", path, "&".join(kept), fragment))
+    if not hosts and url.startswith(f"{scheme}://"):  # no host: urlunsplit drops the "//"
+        shown = f"{scheme}://{shown.removeprefix(f'{scheme}:')}"
     # Longest first, so that no shorter spelling leaves part of a longer one.
     return shown, sorted((s for s in spellings if s), key=len, reverse=True)

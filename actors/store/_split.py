@@ -63,6 +63,15 @@ class SplitStore:
         """The key's stored state (with its parts if `parts`), from its session's partition."""
         return await self._of(key).load(key, parts=parts)
 
+    @property
+    def shared_by_default(self) -> bool:
+        """Whether other processes are expected to write any of the partitions."""
+        return any(getattr(p, "shared_by_default", False) for p in self.partitions.values())
+
+    async def version(self, key: ActorKey) -> int | None:
+        """The key's stored version, from its session's partition."""
+        return await self._of(key).version(key)
+
     async def save(
         self,
         key: ActorKey,

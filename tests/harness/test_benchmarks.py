@@ -353,6 +353,21 @@ class TestDurable:
                 assert durable[f"{design} calls/s, {where}"].value > 0
         assert all(isinstance(f.meets, bool) for f in durable.values() if f.target is not None)
 
+    def test_a_shared_store_is_measured_against_one_that_is_not(self, report: Report) -> None:
+        """The version check's CPU per call, a read and a write, one caller and many, on
+        SQLite and (where it is installed, always in CI) PostgreSQL."""
+        tiny = PRESETS["tiny"]
+        durable = durable_figures(report)
+        kinds = ["SQLite"]
+        if os.environ.get("CI") or any("PostgreSQL, shared" in name for name in durable):
+            kinds.append("PostgreSQL")
+        for kind in kinds:
+            for what in ("a read", "a write"):
+                for callers in (1, tiny.durable_callers):
+                    where = f"{what}, keys={tiny.durable_keys}, callers={callers}"
+                    name = f"shared store: CPU per call, {kind}, shared / {kind}, not shared"
+                    assert 0 < durable[f"{name}, {where}"].value < math.inf, name
+
     def test_every_acknowledged_write_is_stored_and_read_back(self, report: Report) -> None:
         """No failed write, no acknowledged write missing from a store, no state read back wrong."""
         kinds = ("failed writes", "missing from the store", "read back wrong")

@@ -3,10 +3,13 @@
 Issue 39, item 1. The durable-state guide offers PostgreSQL "when several
 processes or machines share keys", and writes are fenced by version: a write
 from an actor whose state another process has changed since is refused, the
-state is loaded again and the call runs again on it. Reads are not fenced.
-Each process keeps its own live actor per key and answers reads from it, so
-after process A creates a goal, process B, whose actor for that session is
-live, still lists what it loaded.
+state is loaded again and the call runs again on it. Reads were not fenced:
+each process kept its own live actor per key and answered reads from it, so
+after process A created a goal, process B, whose actor for that session was
+live, still listed what it had loaded. With a shared store
+(`RuntimeConfig.shared_store`: the default for PostgreSQL, ``--shared-store``
+for a SQLite file) each call first asks the key's stored version and loads
+the state again if another process changed it.
 
 `CrossProcessGoalsMachine` shows it as a user meets it: two real
 ``python -m actors serve`` processes on stdio, one store (a fresh PostgreSQL
@@ -17,13 +20,11 @@ the titles listed must be exactly the ones created in that session, in order
 each Hypothesis example gives its sessions a prefix of its own (``ex3-s1``),
 so that it starts from empty state although the servers keep everything.
 
-Today it fails, and Hypothesis shrinks the failure to three steps: create a
+The control, PostgreSQL with ``--no-shared-store`` (the code before the
+check), fails, and Hypothesis shrinks the failure to three steps: create a
 goal through B, create one through A, list through B (B's live actor lists
-only its own; or the same with A and B swapped). Hence the strict xfail, which
-expects a `StaleReadError` and nothing else: the day one key has one owner
-across processes, the test passes and the mark must go; a fix that refuses
-some calls instead (a key owned elsewhere) fails it another way, and the
-machine must then learn the refusal.
+only its own). It is a strict xfail that expects a `StaleReadError` and
+nothing else.
 """
 
 from __future__ import annotations
@@ -94,10 +95,9 @@ class Servers:
 
 
 @asynccontextmanager
-async def two_servers(url: str) -> AsyncIterator[Servers]:
-    """``serve --state URL`` twice, each on stdio with the legacy handshake done; both are
+async def two_servers(state: tuple[str, ...]) -> AsyncIterator[Servers]:
+    """``serve *STATE`` twice, each on stdio with the legacy handshake done; both are
     stopped and reaped when the block ends, whatever happened in it."""
-    state = ("--state", url)
     async with raw_server(*state) as first, raw_server(*state) as second:
         # Both processes were started before either handshake: they import side by side.
         with trio.fail_after(_GUARD):
@@ -106,19 +106,38 @@ async def two_servers(url: str) -> AsyncIterator[Servers]:
         yield Servers(dict(zip(PROCESSES, (first, second), strict=True)))
 
 
-@pytest.fixture(name="store_url", params=["postgresql", "sqlite"])
-def store_url_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The store both servers share: a fresh PostgreSQL database, or one SQLite file."""
-    if request.param == "postgresql":
+UNSHARED: Final = pytest.mark.xfail(
+    strict=True,
+    raises=StaleReadError,
+    reason="told the store is not shared, each process serves its live actors' state",
+)
+"""The control: without the version check the machine must find a stale read (and only
+that), or it could not tell the check from its absence."""
+
+
+@pytest.fixture(
+    name="state",
+    params=[
+        "postgresql",
+        "sqlite --shared-store",
+        pytest.param("postgresql --no-shared-store", marks=UNSHARED),
+    ],
+)
+def state_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, ...]:
+    """How both servers are told of their store: a fresh PostgreSQL database (shared by
+    default), or one SQLite file (which must be said to be shared); and the control."""
+    kind, *flags = str(request.param).split()
+    if kind == "postgresql":
         url: str = request.getfixturevalue("fresh_postgres_url")
-        return url
-    return f"sqlite:///{tmp_path / 'state.db'}"  # an absolute path: sqlite:////tmp/...
+    else:
+        url = f"sqlite:///{tmp_path / 'state.db'}"  # an absolute path: sqlite:////tmp/...
+    return ("--state", url, *flags)
 
 
 @pytest.fixture(name="servers")
-def servers_fixture(store_url: str) -> Iterator[TrioThread]:
-    """The two servers on `store_url`, served by a trio loop in a thread, for one test."""
-    loop = TrioThread(lambda: two_servers(store_url))
+def servers_fixture(state: tuple[str, ...]) -> Iterator[TrioThread]:
+    """The two servers on one store, served by a trio loop in a thread, for one test."""
+    loop = TrioThread(lambda: two_servers(state))
     try:
         yield loop
     finally:
@@ -180,13 +199,6 @@ class CrossProcessGoalsMachine(RuleBasedStateMachine):
             raise StaleReadError(msg)
 
 
-# Only a stale read is the expected failure: anything else (a call refused, a server that
-# does not start) fails the test as it would without the mark.
-@pytest.mark.xfail(
-    strict=True,
-    raises=StaleReadError,
-    reason="issue 39: a live actor in another process serves stale reads",
-)
 def test_two_serve_processes_on_one_store_read_each_others_writes(servers: TrioThread) -> None:
     """Read-your-writes and no stale read across two processes sharing a store."""
 

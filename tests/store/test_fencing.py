@@ -209,6 +209,9 @@ class RivalBeforeEverySave:
     async def load(self, key: ActorKey, *, parts: bool = False) -> Stored | None:
         return await self.store.load(key, parts=parts)
 
+    async def version(self, key: ActorKey) -> int | None:
+        return await self.store.version(key)
+
     async def save(
         self,
         key: ActorKey,

@@ -12,6 +12,7 @@ import sqlite3
 import threading
 import time
 import traceback
+import urllib.parse
 import uuid
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -86,6 +87,28 @@ class TestContract:
             stored = await store.load(key())
         assert stored is not None
         assert (stored.version, stored.blob) == (2, b"two")
+
+    async def test_the_version_is_the_stored_ones_key_by_key(self, store_url: str) -> None:
+        """What a process sharing the store asks before each call: the version saved last,
+        None before the first save and after a delete; many asked at once, each its own."""
+        keys = [key(f"s{index}") for index in range(50)]
+        async with opened(store_url) as store:
+            assert await store.version(key()) is None
+            for index, each in enumerate(keys):
+                for version in range(index % 3):
+                    await store.save(each, b"x", version or None)
+            asked: dict[ActorKey, int | None] = {}
+
+            async def ask(each: ActorKey) -> None:
+                asked[each] = await store.version(each)
+
+            async with trio.open_nursery() as nursery:  # asked together: one query
+                for each in keys:
+                    nursery.start_soon(ask, each)
+            await store.delete_session("s2")
+            deleted = await store.version(keys[2])
+        assert asked == {each: (index % 3) or None for index, each in enumerate(keys)}
+        assert deleted is None
 
     @pytest.mark.parametrize(("expected", "found"), [(None, 1), (2, 1), (1, None)])
     async def test_a_stale_writer_is_refused_and_nothing_changes(
@@ -478,6 +501,19 @@ class TestPostgres:
         with_password = fresh_postgres_url.replace("postgres@", "postgres:hunter2@")
         async with opened(with_password) as store:  # the test server trusts any password
             assert store.url == fresh_postgres_url
+
+    async def test_a_url_without_a_host_is_shown_whole_and_shared_by_default(
+        self, fresh_postgres_url: str
+    ) -> None:
+        """libpq's ``postgresql:///DB?host=…``, the usual way to a local server: shown with
+        its ``//``, and a PostgreSQL store all the same, whose processes share it (the
+        check of `RuntimeConfig.shared_store` is on), however the URL is written."""
+        parts = urllib.parse.urlsplit(fresh_postgres_url)
+        query = f"host={parts.hostname}&port={parts.port}&user={parts.username}"
+        hostless = f"postgresql://{parts.path}?{query}"
+        async with opened(hostless) as store, opened(fresh_postgres_url) as other:
+            assert store.url == hostless
+            assert store.shared_by_default is other.shared_by_default is True  # type: ignore[attr-defined]
 
     async def test_the_largest_key_the_protocol_admits_fits_the_index(
         self, fresh_postgres_url: str
