@@ -20,7 +20,7 @@ import pytest
 import trio
 import trio.testing
 
-from actors import UnknownToolError
+from actors import RuntimeConfig, UnknownToolError
 from actors.lowlevel import prepare_call
 from protocol import ProtocolError
 
@@ -129,17 +129,22 @@ def _until_back(cluster: Cluster, session: str) -> list[str]:
     pytest.fail(f"the shard did not come back: {answers[-3:]}")
 
 
-def test_two_owners_of_one_session_lose_no_update(fresh_postgres_url: str) -> None:
+@pytest.mark.parametrize("shared", [False, True], ids=["fenced", "checked"])
+def test_two_owners_of_one_session_lose_no_update(fresh_postgres_url: str, shared: bool) -> None:
     """Two clusters (as during a handover) both serve one session: the store fences them.
 
-    Each stale owner's write is refused and its call runs again on the state
-    as stored, so every acknowledged append is in the store, and the refusals
-    show up as write conflicts.
+    Told their store is not shared, each stale owner's write is refused and its
+    call runs again on the state as stored, so every acknowledged append is in
+    the store, and the refusals show up as write conflicts. Told it is (the
+    default for PostgreSQL), each owner asks the key's version before every call
+    and loads what the other wrote: no write meets the fence, and either owner
+    lists every goal.
     """
     session, appends = "contested", 15
+    config = RuntimeConfig(shared_store=shared)
     with (
-        open_cluster(PLANNING, shards=1, state=fresh_postgres_url) as first,
-        open_cluster(PLANNING, shards=2, state=fresh_postgres_url) as second,
+        open_cluster(PLANNING, shards=1, state=fresh_postgres_url, config=config) as first,
+        open_cluster(PLANNING, shards=2, state=fresh_postgres_url, config=config) as second,
     ):
         acknowledged = [
             not cluster.call_blocking(goal(session, f"{label}{n}")).is_error
@@ -147,12 +152,17 @@ def test_two_owners_of_one_session_lose_no_update(fresh_postgres_url: str) -> No
             for cluster, label in ((first, "a"), (second, "b"))  # turn by turn: always stale
         ]
         fenced = sum(s.write_conflicts for c in (first, second) for s in c.statistics().values())
+        by_an_owner = goals(first, session)
     # Read through a new owner: a stale one's read-only calls see its own copy (no handover yet).
     with open_cluster(PLANNING, shards=1, state=fresh_postgres_url) as fresh:
         listed = goals(fresh, session)
     assert acknowledged.count(True) == 2 * appends
     assert listed.startswith(f"Goals ({2 * appends}):"), listed
-    assert fenced > 0  # the two owners did meet, and the store refused the stale one
+    if shared:
+        assert fenced == 0  # each owner loaded the other's writes before its own
+        assert by_an_owner == listed
+    else:
+        assert fenced > 0  # the two owners did meet, and the store refused the stale one
 
 
 def _load(cluster: Cluster, sessions: list[str], callers: int) -> tuple[Callable[[], None], Load]:
