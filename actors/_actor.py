@@ -629,20 +629,24 @@ class ActorLoop:
                 assert deadline is not None
                 deadline.deadline = self.now() + timeout
             # Stale: a write failed or a call timed out; outdated: another process wrote
-            # the key since this one loaded it. Either way the store is right. (Raising
-            # here is an actor crash; the next actor loads.)
-            if keeper.stale or (revalidate and await keeper.outdated()):
-                await keeper.start()
+            # the key since this one loaded it. Either way the store is right.
+            outdated = revalidate and not keeper.stale and await keeper.outdated()
+            outcome: CallResult | None = None
+            if keeper.stale or outdated:
+                outcome = await self._reload(keeper, envelope)  # an error: the store failed
                 heal = keeper.heal
-            if heal is not None:
-                await run_hook(heal)  # raising here is an actor crash: the resource is gone
-            if tool.is_async or tool.heavy:
-                outcome = await self._run_call(actor, keeper, envelope)
-            else:  # `_run_call`'s last line, inline: most handlers are sync and run right here
-                outcome = self._invoke_sync(keeper.state, envelope, _channels(envelope))
-            if durable and not tool.read_only:
-                outcome = await self._write(actor, keeper, envelope, outcome)
-                heal = keeper.heal  # a conflict may have loaded the state again
+                if outcome is None and outdated and self.watchers:  # changed elsewhere
+                    self.tell_watchers(actor.route)
+            if outcome is None:
+                if heal is not None:
+                    await run_hook(heal)  # raising here is an actor crash: the resource is gone
+                if tool.is_async or tool.heavy:
+                    outcome = await self._run_call(actor, keeper, envelope)
+                else:  # `_run_call`'s last line, inline: most handlers are sync, run right here
+                    outcome = self._invoke_sync(keeper.state, envelope, _channels(envelope))
+                if durable and not tool.read_only:
+                    outcome = await self._write(actor, keeper, envelope, outcome)
+                    heal = keeper.heal  # a conflict may have loaded the state again
             if armed:
                 assert deadline is not None
                 deadline.deadline = math.inf
@@ -657,6 +661,22 @@ class ActorLoop:
             actor.current = None
             actor.pending -= 1
             actor.idle_since = self.now()
+
+    async def _reload(self, keeper: Keeper, envelope: Envelope) -> CallResult | None:
+        """Load the state again before `envelope`'s call; None, or the call's error result
+        when the store cannot be read. Then the actor lives on, still stale, so that its
+        next call tries again: a store that is down for a while fails the calls that need
+        it, each with the reason, rather than crash an actor per call."""
+        try:
+            await keeper.start()
+        except StoreError as exc:
+            keeper.stale = True
+            error_id = _error_id()
+            logger.error("%s (error id %s)", exc, error_id)
+            why = self._told("the store failed", str(exc), error_id)
+            text = f"the state could not be loaded, so the call did not run: {why}; retry it"
+            return CallResult.error(text).stamped(envelope.tool.service)
+        return None
 
     async def _run_call(self, actor: Actor, keeper: Keeper, envelope: Envelope) -> CallResult:
         """Run the call's handler on the key's state: awaited, in a worker thread, or inline."""

@@ -309,7 +309,8 @@ class Runtime(Host):
 
         A key changes when a call of a tool that is not read-only replies, when
         the actor of a module that is not durable stops (its state is gone),
-        and when its session is ended. Watchers are told synchronously, on the
+        when its session is ended, and, with a shared store (`RuntimeConfig.shared_store`),
+        when a call finds that another process changed it. Watchers are told synchronously, on the
         runtime's loop: they must not block.
         """
         self._watchers.append(watcher)

@@ -1005,6 +1005,17 @@ def _stop(handle: Any) -> None:
     ray.kill(handle, no_restart=True)
 
 
+def _placed_config(config: RuntimeConfig | None) -> RuntimeConfig:
+    """`config` for shards, whose placement gives each session one owner at a time (a
+    handover stops the old owner before the new one loads): unless said otherwise, they
+    ask no version before a call, whatever the store; the version fence still guards
+    every write, as it guards two clusters on one store."""
+    config = RuntimeConfig() if config is None else config
+    if config.shared_store is None:
+        return attrs.evolve(config, shared_store=False)
+    return config
+
+
 @contextlib.contextmanager
 def open_cluster(
     modules: Sequence[str],
@@ -1021,12 +1032,13 @@ def open_cluster(
     imported here and in every shard. Ray must be initialized (``ray.init``).
     `state` is the store every shard shares (PostgreSQL, for shards on several
     machines; several PostgreSQL URLs for a store split by session,
-    `actors.store.open_split_store`). `name` names the cluster's Ray actors, for front ends in other
-    processes (`connect_cluster`); a fresh one by default. With `metrics`, each
-    shard keeps Prometheus metrics of its runtime (`Cluster.metric_families`;
-    needs the ``metrics`` extra). Raises ValueError
-    for fewer than one shard or a name in use, ConfigurationError for a module
-    spec that does not import.
+    `actors.store.open_split_store`). Shards ask no version before a call unless
+    `config` sets ``shared_store``: placement gives a session one owner. `name`
+    names the cluster's Ray actors, for front ends in other processes
+    (`connect_cluster`); a fresh one by default. With `metrics`, each shard keeps
+    Prometheus metrics of its runtime (`Cluster.metric_families`; needs the
+    ``metrics`` extra). Raises ValueError for fewer than one shard or a name in use,
+    ConfigurationError for a module spec that does not import.
     """
     if shards < 1:
         msg = f"shards must be at least 1, got {shards}"
@@ -1034,6 +1046,7 @@ def open_cluster(
     registry = Registry(map(load_module, modules))
     name = f"cluster-{uuid.uuid4().hex[:12]}" if name is None else name
     membership = Membership(0, tuple(f"shard-{n}" for n in range(shards)))
+    config = _placed_config(config)
     specs = tuple(modules)
     directory: Any = (
         ray.remote(Directory)

@@ -24,6 +24,7 @@ from ._base import Stored as Stored
 from ._base import StoredEntry as StoredEntry
 from ._base import StoreError as StoreError
 from ._base import VersionConflict as VersionConflict
+from ._base import first_version as first_version
 from ._dump import Dump as Dump
 from ._dump import DumpError as DumpError
 from ._dump import DumpLine as DumpLine
@@ -62,6 +63,7 @@ __all__ = [
     "check_store_url",
     "default_state_url",
     "dump_state",
+    "first_version",
     "open_split_store",
     "open_store",
     "restore_state",

@@ -7,7 +7,10 @@ reason about:
 * ``save(key, blob, expected)`` → the new version, when the stored version is
   still ``expected`` (``None``: nothing stored yet); otherwise `VersionConflict`
   and nothing is written. This is the fence that makes one writer per key
-  certain even when two processes both believe they own it;
+  certain even when two processes both believe they own it. A key's first
+  version is `first_version()`, random, and each save adds one: a key deleted
+  and written again does not repeat the versions of its earlier life, so a
+  process holding a copy of that life sees the change by its version alone;
 * a key may also hold *parts* beside its blob (a part-wise durable state: see
   ``actors._durable``): ``save(..., changes=PartChanges(...))`` writes the
   parts a call changed and removes those it dropped, in the same transaction
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
+import secrets
 from typing import TYPE_CHECKING, Literal, Protocol, final
 
 import attrs
@@ -49,6 +53,7 @@ __all__ = [
     "VersionConflict",
     "decode_key",
     "encode_key",
+    "first_version",
     "in_scope",
 ]
 
@@ -56,6 +61,23 @@ Creation = Literal["nothing", "file", "folders"]
 """What `open_store` may make for a SQLite URL whose file is missing: nothing (a
 missing file is an error), the file in an existing folder, or the folders too.
 Here, below both, because the SQLite store takes it and `open_store` passes it on."""
+
+
+_FIRST_VERSION_BITS = 52
+"""First versions below 2**52, and 2**52 saves of room above them: every version stays
+exact as a JSON number (a store's dump) in any reader, doubles included."""
+
+
+def first_version() -> int:
+    """The version a key gets when first written (when nothing is stored): random.
+
+    Versions never start over at one, so that a key deleted and written again, by this
+    process or another, does not go back through the versions of its earlier life: a
+    copy of that life (a live actor in a process sharing the store) sees by the version
+    alone that it is stale. Two lives of a key share a version only by a chance of about
+    one in 2**52 per save of the later life: not at all, in practice.
+    """
+    return secrets.randbits(_FIRST_VERSION_BITS) + 1
 
 
 class StoreError(Exception):
@@ -101,7 +123,7 @@ class Stored:
     """One key's state as stored."""
 
     version: int
-    """Starts at 1 and grows by one with every save."""
+    """`first_version()` (random) on the first save, then one more with every save."""
     blob: bytes
     """The serialized state, opaque to the store (for a part-wise state, its header)."""
     parts: Mapping[str, bytes] | None = None

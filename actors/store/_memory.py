@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, final
 
 import trio
 
-from ._base import Stored, StoredEntry, VersionConflict, encode_key, in_scope
+from ._base import Stored, StoredEntry, VersionConflict, encode_key, first_version, in_scope
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
@@ -65,7 +65,7 @@ class MemoryStore:
         found = None if entry is None else entry[0].version
         if found != expected:
             raise VersionConflict(key, expected, found)
-        version = 1 if found is None else found + 1
+        version = first_version() if found is None else found + 1
         parts = dict(entry[0].parts or {}) if entry is not None else {}
         if changes is not None:
             _apply(parts, changes)

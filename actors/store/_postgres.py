@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final, final
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ._base import StoreError
+from ._base import StoreError, first_version
 from ._batched import BatchRolledBack, Conflict, gather_parts, scope_clause
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ _PARTS_SCHEMA: Final = """CREATE TABLE IF NOT EXISTS actor_parts (
 )"""
 _INSERT: Final = (
     "INSERT INTO actor_state (key, session, version, blob, updated_at) "
-    "VALUES (%s, %s, 1, %s, %s) ON CONFLICT (key) DO NOTHING RETURNING version"
+    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING RETURNING version"
 )
 _UPDATE: Final = (
     "UPDATE actor_state SET version = version + 1, blob = %s, updated_at = %s "
@@ -99,7 +99,7 @@ _PART_CHANGES: Final = """, written AS (
 ) SELECT version FROM blob_written"""
 _INSERT_WITH_PARTS: Final = (
     "WITH blob_written AS (INSERT INTO actor_state (key, session, version, blob, updated_at) "
-    "VALUES (%(key)s, %(session)s, 1, %(blob)s, %(now)s) ON CONFLICT (key) DO NOTHING "
+    "VALUES (%(key)s, %(session)s, %(first)s, %(blob)s, %(now)s) ON CONFLICT (key) DO NOTHING "
     "RETURNING version)" + _PART_CHANGES.format(removed="part <> ALL(%(written)s::text[])")
     # A key written for the first time keeps no part an earlier life left.
 )
@@ -359,7 +359,7 @@ def _statement(write: Write, now: float) -> tuple[str, tuple[object, ...] | dict
     changes = write.changes
     if changes is None:
         if write.expected is None:
-            return _INSERT, (write.key, write.session, write.blob, now)
+            return _INSERT, (write.key, write.session, first_version(), write.blob, now)
         return _UPDATE, (write.blob, now, write.key, write.expected)
     moving = set(changes.moved)
     kept = [(name, blob) for name, blob in changes.written if name not in moving]
@@ -370,6 +370,7 @@ def _statement(write: Write, now: float) -> tuple[str, tuple[object, ...] | dict
         "blob": write.blob,
         "now": now,
         "expected": write.expected,
+        "first": first_version() if write.expected is None else None,
         "kept": [name for name, _blob in kept],
         "kept_blobs": [blob for _name, blob in kept],
         "moved": [name for name, _blob in moved],

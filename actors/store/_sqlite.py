@@ -20,7 +20,7 @@ import os
 import sqlite3
 from typing import TYPE_CHECKING, Final, final
 
-from ._base import StoreError
+from ._base import StoreError, first_version
 from ._batched import BatchRolledBack, Conflict, StoreBusy, gather_parts, scope_clause
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ _TABLES: Final = "SELECT name FROM sqlite_master WHERE type = 'table'"
 # nothing), or an update of the version the writer loaded.
 _INSERT: Final = (
     "INSERT INTO actor_state (key, session, version, blob, updated_at) "
-    "VALUES (?, ?, 1, ?, ?) ON CONFLICT (key) DO NOTHING"
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING"
 )
 _UPDATE: Final = (
     "UPDATE actor_state SET version = version + 1, blob = ?, updated_at = ? "
@@ -289,7 +289,12 @@ class SqliteBackend:
         and since nothing says which, the batch is rolled back for `commit` to
         apply one write at a time.
         """
-        inserts = [(w.key, w.session, w.blob, now) for w in writes if w.expected is None]
+        versions = [first_version() if w.expected is None else w.expected + 1 for w in writes]
+        inserts = [
+            (w.key, w.session, version, w.blob, now)
+            for w, version in zip(writes, versions, strict=True)
+            if w.expected is None
+        ]
         updates = [(w.blob, now, w.key, w.expected) for w in writes if w.expected is not None]
         landed = 0
         if inserts:
@@ -300,7 +305,7 @@ class SqliteBackend:
             self._writer.execute("ROLLBACK")
             return None
         self._write_parts(writes)
-        return [1 if write.expected is None else write.expected + 1 for write in writes]
+        return list(versions)
 
     def _write_parts(self, writes: Sequence[Write]) -> None:
         """The part changes of `writes`, whose blobs all landed in the open transaction."""
@@ -330,8 +335,10 @@ class SqliteBackend:
     def _apply(self, write: Write, now: float) -> int | Conflict:
         connection = self._writer
         if write.expected is None:
-            cursor = connection.execute(_INSERT, (write.key, write.session, write.blob, now))
-            new_version = 1
+            new_version = first_version()
+            cursor = connection.execute(
+                _INSERT, (write.key, write.session, new_version, write.blob, now)
+            )
         else:
             cursor = connection.execute(_UPDATE, (write.blob, now, write.key, write.expected))
             new_version = write.expected + 1

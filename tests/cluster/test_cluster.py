@@ -129,16 +129,18 @@ def _until_back(cluster: Cluster, session: str) -> list[str]:
     pytest.fail(f"the shard did not come back: {answers[-3:]}")
 
 
-@pytest.mark.parametrize("shared", [False, True], ids=["fenced", "checked"])
-def test_two_owners_of_one_session_lose_no_update(fresh_postgres_url: str, shared: bool) -> None:
+@pytest.mark.parametrize("shared", [None, True], ids=["fenced", "checked"])
+def test_two_owners_of_one_session_lose_no_update(
+    fresh_postgres_url: str, shared: bool | None
+) -> None:
     """Two clusters (as during a handover) both serve one session: the store fences them.
 
-    Told their store is not shared, each stale owner's write is refused and its
+    By default shards ask no version before a call, even on PostgreSQL (placement
+    gives a session one owner): each stale owner's write is refused and its
     call runs again on the state as stored, so every acknowledged append is in
-    the store, and the refusals show up as write conflicts. Told it is (the
-    default for PostgreSQL), each owner asks the key's version before every call
-    and loads what the other wrote: no write meets the fence, and either owner
-    lists every goal.
+    the store, and the refusals show up as write conflicts. Told their store is
+    shared, each owner asks the key's version before every call and loads what
+    the other wrote: no write meets the fence, and either owner lists every goal.
     """
     session, appends = "contested", 15
     config = RuntimeConfig(shared_store=shared)
@@ -158,7 +160,7 @@ def test_two_owners_of_one_session_lose_no_update(fresh_postgres_url: str, share
         listed = goals(fresh, session)
     assert acknowledged.count(True) == 2 * appends
     assert listed.startswith(f"Goals ({2 * appends}):"), listed
-    if shared:
+    if shared is True:
         assert fenced == 0  # each owner loaded the other's writes before its own
         assert by_an_owner == listed
     else:

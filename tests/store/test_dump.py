@@ -57,8 +57,8 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 async def fill(url: str) -> None:
     """A state of every form a dump keeps: JSON, in parts, bytes, text; and another tenant's."""
     async with open_store(url) as store:
-        await store.save(WHOLE, PLAN, None)
-        await store.save(WHOLE, PLAN.replace(b"a goal", b"a goal, twice"), 1)  # version 2
+        first = await store.save(WHOLE, PLAN, None)
+        await store.save(WHOLE, PLAN.replace(b"a goal", b"a goal, twice"), first)  # its second
         await store.save(IN_PARTS, HEADER, None, changes=PartChanges(tuple(PARTS.items())))
         await store.save(BYTES, b"\x00\x9f binary", None)
         await store.save(TEXT, b"plain text, not JSON", None)
@@ -78,6 +78,17 @@ def edited(dump: bytes, key: ActorKey, stored: Any) -> bytes:
         if (line["key"]["module"], line["key"]["session"]) == (key.module, key.context.session_id):
             line["stored"] = stored
     return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def line_of(key: ActorKey, version: int | None, stored: Any = 1) -> str:
+    """A hand-written dump line: `key` (no assistant or thread) at `version`, storing `stored`."""
+    return json.dumps(
+        {
+            "key": {"module": key.module, "session": key.context.session_id},
+            "version": version,
+            "stored": stored,
+        }
+    )
 
 
 async def test_a_dump_round_trips_every_byte_and_a_repair_in_it_is_restored(
@@ -108,7 +119,9 @@ async def test_a_dump_round_trips_every_byte_and_a_repair_in_it_is_restored(
         )
     assert (report.written, report.unchanged, report.refused, report.total) == (1, 3, (), 4)
     after = await everything(store_url)
-    assert after[WHOLE] == Stored(3, b'{"schema":1,"state":{"goals":{}}}', {})
+    dumped = before[WHOLE]
+    assert dumped is not None
+    assert after[WHOLE] == Stored(dumped.version + 1, b'{"schema":1,"state":{"goals":{}}}', {})
     assert {key: after[key] for key in after if key != WHOLE} == {
         key: before[key] for key in before if key != WHOLE
     }
@@ -122,16 +135,15 @@ async def test_a_key_changed_since_the_dump_is_refused_and_kept(
     path = tmp_path / "acme.jsonl"
     scope = DumpScope(tenant="acme", module="planning")
     async with open_store(store_url, create="nothing") as store:
+        dumped = await store.load(WHOLE)
+        assert dumped is not None
         await dump_state(store, path, scope=scope)
         dump = check_dump(edited(path.read_bytes(), WHOLE, {"edit": 1}), scope=scope)
         assert (await restore_state(store, dump)).written == 1
         report = await restore_state(store, dump)
         assert [line.key for line in report.refused] == [WHOLE]
         assert (report.written, report.unchanged) == (0, 2)
-        assert await store.load(WHOLE) == Stored(3, b'{"edit":1}')
-
-
-GOOD = json.dumps({"key": {"module": "planning", "session": "acme/1"}, "version": 2, "stored": 1})
+        assert await store.load(WHOLE) == Stored(dumped.version + 1, b'{"edit":1}')
 
 
 @pytest.mark.parametrize(
@@ -139,12 +151,10 @@ GOOD = json.dumps({"key": {"module": "planning", "session": "acme/1"}, "version"
     [
         ("{not json", "line 2: is not JSON"),
         (
-            json.dumps(
-                {"key": {"module": "planning", "session": "globex/1"}, "version": 1, "stored": 1}
-            ),
+            OTHERS,  # at the version stored: refused for its scope alone
             "line 2: key: planning(session='globex/1') is outside the import's scope (tenant",
         ),
-        (GOOD, "line 2: key: planning(session='acme/1') is on line 1 too"),
+        (WHOLE, "line 2: key: planning(session='acme/1') is on line 1 too"),  # the good line
         (
             json.dumps(
                 {"key": {"module": "Planning", "session": "acme/1"}, "version": 1, "stored": 1}
@@ -153,16 +163,22 @@ GOOD = json.dumps({"key": {"module": "planning", "session": "acme/1"}, "version"
         ),
         ("[" * 300 + "]" * 300, "line 2: nests arrays and objects deeper than 256 levels"),
     ],
+    ids=["not-json", "outside-the-scope", "a-key-twice", "a-bad-module-name", "too-deep"],
 )
 async def test_a_bad_dump_is_refused_whole_and_changes_nothing(
-    store_url: str, bad: str, problem: str
+    store_url: str, bad: str | ActorKey, problem: str
 ) -> None:
     """Every line is checked before the store is touched: the good first line is not written
-    either (no `Dump` comes of it, and `restore_state` takes nothing else)."""
+    either (no `Dump` comes of it, and `restore_state` takes nothing else). The good line, and
+    a bad one given as a key, carry the version stored: a restore would write them."""
     await fill(store_url)
     before = await everything(store_url)
+    versions = {key: stored.version for key, stored in before.items() if stored is not None}
+    good = line_of(WHOLE, versions[WHOLE])
+    if isinstance(bad, ActorKey):
+        bad = line_of(bad, versions[bad])
     with pytest.raises(DumpError) as refused:
-        check_dump(f"{GOOD}\n{bad}\n".encode(), scope=DumpScope(tenant="acme"))
+        check_dump(f"{good}\n{bad}\n".encode(), scope=DumpScope(tenant="acme"))
     assert len(refused.value.problems) == 1
     assert refused.value.problems[0].startswith(problem)
     assert problem in str(refused.value)

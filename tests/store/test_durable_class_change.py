@@ -253,9 +253,11 @@ class TestAClassChangedWithoutItsSchema:
 
         await saved(store_url, Untagged1)
         async with open_store(store_url) as store:
-            blob = json.loads((await store.load(KEY)).blob)  # type: ignore[union-attr]
+            stored = await store.load(KEY)
+            assert stored is not None
+            blob = json.loads(stored.blob)
             blob["schema"] = 2
-            await store.save(KEY, json.dumps(blob).encode(), 1)
+            await store.save(KEY, json.dumps(blob).encode(), stored.version)
         durable = Durable(Untagged, schema=2, migrations={1: tags_added})
         message = await refusal(store_url, Untagged, durable)
         assert "add a step from schema 2 " in message

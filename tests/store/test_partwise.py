@@ -50,12 +50,12 @@ class TestStoreParts:
         """A replaced part keeps its place, a removed one goes, a new one comes last."""
         async with opened(store_url) as store:
             first = changes(("a", b"1"), ("b", b"2"), ("c", b"3"))
-            assert await store.save(key(), b"h1", None, changes=first) == 1
+            version = await store.save(key(), b"h1", None, changes=first)
             second = changes(("b", b"2'"), ("d", b"4"), removed=("a",))
-            assert await store.save(key(), b"h2", 1, changes=second) == 2
+            assert await store.save(key(), b"h2", version, changes=second) == version + 1
             stored = await store.load(key(), parts=True)
             assert stored is not None
-            assert (stored.version, stored.blob) == (2, b"h2")
+            assert (stored.version, stored.blob) == (version + 1, b"h2")
             assert list((stored.parts or {}).items()) == [("b", b"2'"), ("c", b"3"), ("d", b"4")]
             whole = await store.load(key())
             assert whole is not None
@@ -66,9 +66,9 @@ class TestStoreParts:
     ) -> None:
         async with opened(store_url) as store:
             first = changes(("a", b"1"), ("b", b"2"), ("c", b"3"))
-            await store.save(key(), b"h", None, changes=first)
+            version = await store.save(key(), b"h", None, changes=first)
             moved = PartChanges((("a", b"1"), ("b", b"2'")), moved=("a", "b"))
-            await store.save(key(), b"h", 1, changes=moved)
+            await store.save(key(), b"h", version, changes=moved)
             stored = await store.load(key(), parts=True)
             assert stored is not None
             assert list((stored.parts or {}).items()) == [("c", b"3"), ("a", b"1"), ("b", b"2'")]
@@ -76,16 +76,17 @@ class TestStoreParts:
     async def test_a_stale_writer_writes_none_of_its_parts(self, store_url: str) -> None:
         """The fence covers the parts: a refused save changes no part, nor adds one."""
         async with opened(store_url) as store:
-            await store.save(key(), b"h", None, changes=changes(("a", b"1")))
-            for expected in (None, 7):
+            version = await store.save(key(), b"h", None, changes=changes(("a", b"1")))
+            never_held = version + 6  # a version the key has not had
+            for expected in (None, never_held):
                 stale = changes(("a", b"stale"), ("z", b"stale"))
                 with pytest.raises(VersionConflict):
                     await store.save(key(), b"stale", expected, changes=stale)
             with pytest.raises(VersionConflict):
-                await store.save(key(), b"stale", 7, changes=changes(removed=("a",)))
+                await store.save(key(), b"stale", never_held, changes=changes(removed=("a",)))
             stored = await store.load(key(), parts=True)
             assert stored is not None
-            assert (stored.version, stored.blob, stored.parts) == (1, b"h", {"a": b"1"})
+            assert (stored.version, stored.blob, stored.parts) == (version, b"h", {"a": b"1"})
 
     async def test_in_one_batch_a_stale_writer_fails_alone_and_the_others_keep_their_parts(
         self, store_url: str
@@ -93,12 +94,15 @@ class TestStoreParts:
         """Saves committed together: one fenced off, the rest land whole, parts and all."""
         async with opened(store_url) as store:
             sessions = [f"s{index}" for index in range(12)]
-            for session in sessions:
-                await store.save(key(session), b"h", None, changes=changes(("p", b"0")))
+            firsts = {
+                session: await store.save(key(session), b"h", None, changes=changes(("p", b"0")))
+                for session in sessions
+            }
             outcomes: dict[str, int | str] = {}
 
             async def save(session: str) -> None:
-                expected = 99 if session == "s5" else 1  # s5 is a stale writer
+                first = firsts[session]
+                expected = first + 98 if session == "s5" else first  # s5 is a stale writer
                 try:
                     outcomes[session] = await store.save(
                         key(session), b"h2", expected, changes=changes(("p", session.encode()))
@@ -112,18 +116,19 @@ class TestStoreParts:
             for session in sessions:
                 stored = await store.load(key(session), parts=True)
                 assert stored is not None
+                first = firsts[session]
                 if session == "s5":
                     assert outcomes[session] == "conflict"
-                    assert (stored.version, stored.parts) == (1, {"p": b"0"})
+                    assert (stored.version, stored.parts) == (first, {"p": b"0"})
                 else:
-                    assert outcomes[session] == 2
-                    assert (stored.version, stored.parts) == (2, {"p": session.encode()})
+                    assert outcomes[session] == first + 1
+                    assert (stored.version, stored.parts) == (first + 1, {"p": session.encode()})
 
     @pytest.mark.parametrize("how", ["delete_session", "delete", "sweep"])
     async def test_whatever_deletes_a_key_deletes_its_parts(self, store_url: str, how: str) -> None:
         """A key written again after it was deleted starts with no part of its past."""
         async with opened(store_url) as store:
-            await store.save(key(), b"h", None, changes=changes(("a", b"1"), ("b", b"2")))
+            old = await store.save(key(), b"h", None, changes=changes(("a", b"1"), ("b", b"2")))
             await store.save(key("other"), b"h", None, changes=changes(("a", b"kept")))
             if how == "delete_session":
                 assert await store.delete_session("s1") == 1
@@ -132,11 +137,12 @@ class TestStoreParts:
             else:  # both keys are older than this retention once the sleep is over
                 await trio.sleep(0.01)
                 assert await store.sweep(0.001) == 2
-            assert await store.save(key(), b"new", None) == 1
+            new = await store.save(key(), b"new", None)  # a new life, not the old one's version
+            assert new != old
             again = await store.load(key(), parts=True)
             other = await store.load(key("other"), parts=True)
             assert again is not None
-            assert (again.blob, again.parts) == (b"new", {})
+            assert (again.version, again.blob, again.parts) == (new, b"new", {})
             if how != "sweep":
                 assert other is not None
                 assert other.parts == {"a": b"kept"}

@@ -211,7 +211,12 @@ class TestPartNames:
             nursery.start_soon(save, "hostile", f"notes:{bad}")
             nursery.start_soon(save, innocent, "notes:fine")
         assert isinstance(outcomes["hostile"], StoreError)
-        assert outcomes[innocent] == 1, outcomes[innocent]
+        version = outcomes[innocent]
+        assert isinstance(version, int), version  # the innocent save landed, as stored:
+        stored = await store.load(ActorKey("book", ToolContext(innocent)), parts=True)
+        assert stored is not None
+        assert (stored.version, stored.parts) == (version, {"notes:fine": b"1"})
+        assert await store.load(ActorKey("book", ToolContext("hostile"))) is None
 
     async def test_through_the_runtime_a_bad_note_id_fails_another_tenants_call(
         self, tmp_path: Path
@@ -242,8 +247,9 @@ class TestPostgresDeleteRace:
         backend = PostgresBackend(fresh_postgres_url)
         key = encode_key(ActorKey("book", ToolContext("s1")))
         first = Write(key, "s1", b"h1", None, PartChanges((("notes:old", b"1"),)))
-        assert backend.commit([first], time.time()) == [1]
-        racing = Write(key, "s1", b"h2", 1, PartChanges((("notes:secret", b"2"),)))
+        (old_version,) = backend.commit([first], time.time())
+        assert isinstance(old_version, int), old_version
+        racing = Write(key, "s1", b"h2", old_version, PartChanges((("notes:secret", b"2"),)))
         with psycopg.connect(fresh_postgres_url) as saver:  # a transaction, like a batch
             saver.execute(*_statement(racing, time.time()))
             deleted: list[bool] = []
@@ -254,9 +260,12 @@ class TestPostgresDeleteRace:
             thread.join()
         assert deleted == [True]
         fresh = Write(key, "s1", b"h-new", None, PartChanges((("notes:mine", b"3"),)))
-        assert backend.commit([fresh], time.time()) == [1]
-        ((_version, _blob, parts),) = backend.load_many_with_parts([key])
+        (fresh_version,) = backend.commit([fresh], time.time())  # a new life of the key
+        assert isinstance(fresh_version, int), fresh_version
+        assert fresh_version not in (old_version, old_version + 1)  # the deleted life's
+        ((version, blob, parts),) = backend.load_many_with_parts([key])
         backend.close()
+        assert (version, blob) == (fresh_version, b"h-new")
         assert list(parts) == ["notes:mine"], f"the deleted key's part came back: {parts}"
 
 
@@ -279,20 +288,23 @@ class TestLoadReadsEachBlobOnce:
     ) -> None:
         """A blob and 50 parts: 51 rows, the blob in one of them (a join would repeat it in
         each of 50: quadratic in a large header with many parts)."""
-        connection = self._filled_sqlite(tmp_path)
+        connection, version = self._filled_sqlite(tmp_path)
         key = encode_key(ActorKey("book", ToolContext("s1")))
         rows = connection.execute(_SQLITE_LOAD.format(marks="?"), (key, key)).fetchall()
         assert len(rows) == 51
+        assert rows[0][2] == version  # the blob's row carries the version the save gave
         assert sum(len(row[3]) for row in rows) == 10_000 + 50
 
-    def _filled_sqlite(self, tmp_path: Path) -> sqlite3.Connection:
+    def _filled_sqlite(self, tmp_path: Path) -> tuple[sqlite3.Connection, int]:
+        """A store holding one key's blob and 50 parts: a connection to it, the key's version."""
         path = tmp_path / "state.db"
         backend = SqliteBackend(path)
         key = encode_key(ActorKey("book", ToolContext("s1")))
         parts = PartChanges(tuple((f"notes:{index}", b"p") for index in range(50)))
-        assert backend.commit([Write(key, "s1", b"h" * 10_000, None, parts)], time.time()) == [1]
+        (version,) = backend.commit([Write(key, "s1", b"h" * 10_000, None, parts)], time.time())
+        assert isinstance(version, int), version
         backend.close()
-        return sqlite3.connect(path)
+        return sqlite3.connect(path), version
 
     def test_the_postgres_statement_returns_the_blob_once_and_each_part_once(
         self, fresh_postgres_url: str
@@ -300,11 +312,13 @@ class TestLoadReadsEachBlobOnce:
         backend = PostgresBackend(fresh_postgres_url)
         key = encode_key(ActorKey("book", ToolContext("s1")))
         parts = PartChanges(tuple((f"notes:{index}", b"p") for index in range(50)))
-        assert backend.commit([Write(key, "s1", b"h" * 10_000, None, parts)], time.time()) == [1]
+        (version,) = backend.commit([Write(key, "s1", b"h" * 10_000, None, parts)], time.time())
+        assert isinstance(version, int), version
         backend.close()
         with psycopg.connect(fresh_postgres_url) as connection:
             rows = connection.execute(_POSTGRES_LOAD, ([key], [key])).fetchall()
         assert len(rows) == 51
+        assert rows[0][2] == version  # the blob's row carries the version the save gave
         assert sum(len(row[3]) for row in rows) == 10_000 + 50
 
 

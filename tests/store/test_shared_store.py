@@ -14,21 +14,25 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+import attrs
 import pytest
 import trio
 import trio.testing
 
 from actors import RuntimeConfig, open_runtime
 from actors.modules import planning
-from actors.store import MemoryStore, StoreError
+from actors.store import MemoryStore, StoreError, open_store
 
 from .._calls import ModuleCalls, listed_goals
+from .._postgres import fresh_postgres_url_fixture, postgres_server_fixture  # noqa: F401
+from .._stores import store_url_fixture  # noqa: F401  (a fixture)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from actors import Runtime
-    from actors.store import Stored
+    from actors._prepare import Route
+    from actors.store import StateStore, Stored
     from protocol import ActorKey
 
 PLANNING = ModuleCalls("planning")
@@ -48,7 +52,7 @@ class CountedStore(MemoryStore):
 
 @asynccontextmanager
 async def two_runtimes(
-    store: MemoryStore, *, shared: bool | None
+    store: StateStore, *, shared: bool | None
 ) -> AsyncIterator[tuple[Runtime, Runtime]]:
     """Two runtimes serving `planning` from `store`, told `shared` (None: the default)."""
     config = RuntimeConfig(shared_store=shared)
@@ -141,6 +145,37 @@ async def test_a_version_that_cannot_be_asked_loads_the_state_again() -> None:
     assert store.loads == loads + 1
 
 
+class DownStore(UnsureStore):
+    """An `UnsureStore` whose loads fail too while `unsure`: the server is down."""
+
+    async def load(self, key: ActorKey, *, parts: bool = False) -> Stored | None:
+        if self.unsure:
+            msg = "load failed in memory: the server is down"
+            raise StoreError(msg)
+        return await super().load(key, parts=parts)
+
+
+async def test_a_store_that_is_down_fails_each_call_with_its_reason_and_crashes_no_actor() -> None:
+    """Neither the check nor the load can reach the store: the call is answered with an
+    error that says why, the actor lives on, and once the store is back its next call
+    loads what the other runtime wrote."""
+    store = DownStore()
+    async with two_runtimes(store, shared=True) as (a, b):
+        await PLANNING.text(a, "create_goal", "s", goal="one")
+        assert await goals(b, "s") == ["one"]
+        await PLANNING.text(a, "create_goal", "s", goal="two")
+        store.unsure = True
+        for _ in range(2):
+            result = await PLANNING.call(b, "list_goals", "s")
+            assert result.is_error
+            assert "the state could not be loaded" in result.first_text
+            assert "the server is down" in result.first_text
+        store.unsure = False
+        assert await goals(b, "s") == ["one", "two"]
+        assert b.statistics().crashed == 0
+        assert b.statistics().started == 1  # the same actor throughout
+
+
 class HeldLoads(MemoryStore):
     """A `MemoryStore` whose loads wait, once `hold` is set, until the test releases them."""
 
@@ -176,19 +211,51 @@ async def test_a_first_call_abandoned_while_its_state_loads_leaves_the_next_one_
         assert await goals(b, "s") == ["one", "two"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 39: a key deleted and written again repeats its versions from 1, so a "
-    "live copy at the same version passes the check (versions that never repeat are next)",
-)
-async def test_a_session_ended_and_begun_again_elsewhere_is_not_served_from_memory() -> None:
-    store = MemoryStore()
-    async with two_runtimes(store, shared=True) as (a, b):
+async def test_a_session_ended_and_begun_again_elsewhere_is_not_served_from_memory(
+    store_url: str,
+) -> None:
+    """The session b holds is ended by a and written again with as many saves: its first
+    life's versions must not come back (they did when every key started at 1), or b's
+    check passes and b serves the goal of a session that no longer exists."""
+    async with (
+        open_store(store_url) as store,
+        two_runtimes(store, shared=True) as (a, b),
+    ):
         await PLANNING.text(a, "create_goal", "s", goal="old")
-        assert await goals(b, "s") == ["old"]  # b's actor holds version 1
+        assert await goals(b, "s") == ["old"]  # b's actor holds the first life's version
         await a.end_session("s")
-        await PLANNING.text(a, "create_goal", "s", goal="new")  # version 1 again
+        await PLANNING.text(a, "create_goal", "s", goal="new")  # one save, as before
         assert await goals(b, "s") == ["new"]
+
+
+@attrs.define
+class HeardChanges:
+    """A `Watcher` that keeps the modules and sessions of the changes it hears."""
+
+    heard: list[tuple[str, str]] = attrs.Factory(list)
+
+    def key_changed(self, route: Route) -> None:
+        self.heard.append((route[0], route[1]))
+
+    def session_ended(self, session_id: str) -> None:
+        self.heard.append(("*", session_id))
+
+
+@pytest.mark.parametrize("shared", [True, False])
+async def test_a_read_that_finds_another_process_changed_a_key_tells_the_watchers(
+    shared: bool,
+) -> None:
+    """Resource subscribers of b hear a change that a made, once a call of b finds it: b's
+    read-only call writes nothing, so only the check can tell them (off, nothing does)."""
+    async with two_runtimes(MemoryStore(), shared=shared) as (a, b):
+        await PLANNING.text(a, "create_goal", "s", goal="one")
+        assert await goals(b, "s") == ["one"]
+        watcher = HeardChanges()
+        b.watch(watcher)
+        await goals(b, "s")  # nothing changed: nothing heard
+        await PLANNING.text(a, "create_goal", "s", goal="two")
+        await goals(b, "s")
+    assert watcher.heard == ([("planning", "s")] if shared else [])
 
 
 def test_shared_store_must_be_a_bool_or_none() -> None:

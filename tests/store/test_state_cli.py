@@ -61,10 +61,17 @@ def key(
     return ActorKey(module, ToolContext(session, assistant, thread))
 
 
-async def save(url: str, keys: Iterable[ActorKey], blob: bytes = PLAN) -> None:
+async def save(url: str, keys: Iterable[ActorKey], blob: bytes = PLAN) -> list[int]:
+    """Write `blob` as the first version of each of `keys`; those versions, in order."""
     async with open_store(url) as store:
-        for each in keys:
-            await store.save(each, blob, None)
+        return [await store.save(each, blob, None) for each in keys]
+
+
+def a_first_version(stored: Stored | None) -> Stored:
+    """`stored`, checked to be at a first version (random, one to 2**52: `first_version`)."""
+    assert stored is not None
+    assert 1 <= stored.version <= 2**52, stored.version
+    return stored
 
 
 async def load(url: str, *keys: ActorKey) -> list[Stored | None]:
@@ -164,12 +171,17 @@ class TestList:
     async def test_each_key_with_its_parts_version_size_and_time(self, sqlite_url: str) -> None:
         """A runtime's keys, one line each; absent parts are '-', an id named '-' is quoted."""
         contexts = [ToolContext("s1", "a1", "t1"), ToolContext("s1"), ToolContext("s1", "-")]
+        first: dict[ToolContext, int] = {}  # each key's version after its first call
         async with open_store(sqlite_url) as store, open_runtime([planning], store=store) as rt:
             for context in [contexts[0], *contexts]:
                 result = await rt.call_tool(
                     "planning__create_goal", inject_context({"goal": "ship"}, context)
                 )
                 assert not result.is_error, result.first_text
+                if context not in first:
+                    first[context] = a_first_version(
+                        await store.load(ActorKey("planning", context))
+                    ).version
         await save(sqlite_url, [key("s2")])
         expected = [e for e in await entries(sqlite_url) if e.key.context.session_id == "s1"]
 
@@ -185,7 +197,12 @@ class TestList:
         assert [row[4:] for row in rows] == [
             [str(entry.version), str(entry.size), utc(entry.used_at)] for entry in expected
         ]
-        assert [row[4] for row in rows] == ["1", "2", "1"]
+        # 's1'/'a1'/'t1' was called twice: one version past its first; the others once.
+        assert [row[4] for row in rows] == [
+            str(first[contexts[2]]),
+            str(first[contexts[0]] + 1),
+            str(first[contexts[1]]),
+        ]
 
         ran = await state("list", "--state", sqlite_url, "--session", "s1", "--json")
         assert ran.json_lines() == [
@@ -217,7 +234,7 @@ class TestList:
 
 class TestShow:
     async def test_prints_the_key_its_version_and_its_state(self, sqlite_url: str) -> None:
-        await save(sqlite_url, [key("s1", assistant="a1")])
+        [version] = await save(sqlite_url, [key("s1", assistant="a1")])
         ran = await state(
             "show",
             "--state",
@@ -234,7 +251,7 @@ class TestShow:
         assert shown.pop("used_at").endswith("+00:00")
         assert shown == {
             "key": {"module": "planning", "session": "s1", "assistant": "a1", "thread": None},
-            "version": 1,
+            "version": version,
             "size": len(PLAN),
             "stored": json.loads(PLAN),
         }
@@ -264,16 +281,18 @@ class TestShow:
 
 class TestExport:
     async def test_writes_one_json_line_per_key(self, store_url: str) -> None:
-        await save(store_url, [key("s1"), key("s1", "content_store"), key("s2")])
+        planning_s1, content_s1, _s2 = await save(
+            store_url, [key("s1"), key("s1", "content_store"), key("s2")]
+        )
         ran = await state("export", "--state", store_url, "--session", "s1")
         assert ran.code == 0, ran.err
         assert ran.json_lines() == [
             {
                 "key": {"module": module, "session": "s1", "assistant": None, "thread": None},
-                "version": 1,
+                "version": version,
                 "stored": json.loads(PLAN),
             }
-            for module in ("content_store", "planning")
+            for module, version in (("content_store", content_s1), ("planning", planning_s1))
         ]
         assert "exported 2 key(s) of session 's1'" in ran.err
 
@@ -379,7 +398,7 @@ class TestImport:
     ) -> None:
         """The version fence: an import never overwrites what was written after the export."""
         first, second = key("s1"), key("s2")
-        await save(sqlite_url, [first, second])
+        first_version, second_version = await save(sqlite_url, [first, second])
         exported = tmp_path / "all.jsonl"
         await state("export", "--state", sqlite_url, "--all", "--output", str(exported))
         lines = export_lines(exported)
@@ -387,7 +406,7 @@ class TestImport:
             line["stored"]["state"]["goals"]["g2"] = "from the import"
         write_lines(exported, lines)
         async with open_store(sqlite_url) as store:
-            await store.save(first, b"written after the export", 1)
+            await store.save(first, b"written after the export", first_version)
 
         ran = await state("import", "--state", sqlite_url, "--all", str(exported))
         assert ran.code == 1
@@ -398,15 +417,15 @@ class TestImport:
         ) in ran.err
         assert "version" not in ran.err  # what is stored now is not told
         now_first, now_second = await load(sqlite_url, first, second)
-        assert now_first == Stored(2, b"written after the export")
+        assert now_first == Stored(first_version + 1, b"written after the export")
         assert now_second is not None
-        assert now_second.version == 2
+        assert now_second.version == second_version + 1
         assert json.loads(now_second.blob)["state"]["goals"]["g2"] == "from the import"
 
     async def test_version_null_writes_a_key_only_where_none_is_stored(
         self, sqlite_url: str, tmp_path: Path
     ) -> None:
-        await save(sqlite_url, [key("s1")])
+        [version] = await save(sqlite_url, [key("s1")])
         new = {
             "key": {"module": "planning", "session": "s9"},
             "version": None,
@@ -418,15 +437,14 @@ class TestImport:
         ran = await state("import", "--state", sqlite_url, "--all", str(path))
         assert ran.code == 1
         assert "line 2: planning(session='s1'): the stored state changed since" in ran.err
-        assert await load(sqlite_url, key("s9"), key("s1")) == [
-            Stored(1, b'{"schema":1}'),
-            Stored(1, PLAN),
-        ]
+        written, kept = await load(sqlite_url, key("s9"), key("s1"))
+        assert a_first_version(written).blob == b'{"schema":1}'
+        assert kept == Stored(version, PLAN)
 
     async def test_an_unchanged_export_writes_nothing(
         self, sqlite_url: str, tmp_path: Path
     ) -> None:
-        await save(sqlite_url, [key("s1"), key("s2")])
+        versions = await save(sqlite_url, [key("s1"), key("s2")])
         path = tmp_path / "all.jsonl"
         await state("export", "--state", sqlite_url, "--all", "--output", str(path))
         ran = await state("import", "--state", sqlite_url, "--all", str(path))
@@ -434,15 +452,19 @@ class TestImport:
             0,
             f"written 0, unchanged 2, refused 0 (of 2 key(s) in {path})\n",
         )
-        assert await load(sqlite_url, key("s1"), key("s2")) == [Stored(1, PLAN), Stored(1, PLAN)]
+        assert await load(sqlite_url, key("s1"), key("s2")) == [
+            Stored(version, PLAN) for version in versions
+        ]
 
     async def test_blobs_that_are_not_json_come_back_byte_for_byte(
         self, store_url: str, tmp_path: Path
     ) -> None:
-        """Exported as text or base64, imported into an empty place: the same bytes."""
+        """Exported as text or base64, imported into an empty place: the same bytes, at a
+        first version that none of the deleted keys' versions repeats."""
         blobs = {key("s1"): b"\x00{not json \xc3\xa9", key("s2"): b"\xff\xfe\x00"}
+        earlier: list[int] = []  # the versions of the keys' first lives
         for each, blob in blobs.items():
-            await save(store_url, [each], blob)
+            earlier += await save(store_url, [each], blob)
         path = tmp_path / "all.jsonl"
         ran = await state("export", "--state", store_url, "--all", "--output", str(path))
         assert ran.code == 0, ran.err
@@ -458,7 +480,11 @@ class TestImport:
             assert (await state("delete", "--state", store_url, "--session", session)).code == 0
         ran = await state("import", "--state", store_url, "--all", "-", stdin=path.read_bytes())
         assert ran.code == 0, ran.err
-        assert await load(store_url, *blobs) == [Stored(1, blob) for blob in blobs.values()]
+        again = [a_first_version(stored) for stored in await load(store_url, *blobs)]
+        assert again == [
+            Stored(stored.version, blob) for stored, blob in zip(again, blobs.values(), strict=True)
+        ]
+        assert not {stored.version for stored in again} & set(earlier)
 
     @pytest.mark.parametrize(
         ("line", "problem"),
@@ -507,16 +533,19 @@ class TestImport:
     async def test_a_bad_file_changes_nothing_and_names_the_line_and_field(
         self, sqlite_url: str, tmp_path: Path, line: str, problem: str
     ) -> None:
-        """Every line is checked before anything is written; the good first line is not."""
-        await save(sqlite_url, [key("s1")])
-        good = raw(key=f"{PLANNING}, {S1}", rest='"version": 1, "stored": {"changed": true}')
+        """Every line is checked before anything is written; the good first line (at the
+        version stored: an import would write it) is not."""
+        [version] = await save(sqlite_url, [key("s1")])
+        good = raw(
+            key=f"{PLANNING}, {S1}", rest=f'"version": {version}, "stored": {{"changed": true}}'
+        )
         path = tmp_path / "bad.jsonl"
         path.write_text(f"{good}\n{line}\n")
         ran = await state("import", "--state", sqlite_url, "--all", str(path))
         assert (ran.code, ran.out) == (1, "")
         assert f"error: {path}: line 2: {problem}" in ran.err
         assert f"error: {path}: nothing was imported" in ran.err
-        assert await load(sqlite_url, key("s1")) == [Stored(1, PLAN)]
+        assert await load(sqlite_url, key("s1")) == [Stored(version, PLAN)]
 
 
 def nested(depth: int, inner: str = "1") -> str:
@@ -531,13 +560,15 @@ class TestImportScope:
         self, sqlite_url: str, tmp_path: Path
     ) -> None:
         """No default scope: a whole-store backup says --all."""
-        await save(sqlite_url, [key("s1")])
+        [version] = await save(sqlite_url, [key("s1")])
         path = tmp_path / "s1.jsonl"
-        path.write_text(raw(key=f"{PLANNING}, {S1}", rest='"version": 1, "stored": 2') + "\n")
+        path.write_text(
+            raw(key=f"{PLANNING}, {S1}", rest=f'"version": {version}, "stored": 2') + "\n"
+        )
         ran = await state("import", "--state", sqlite_url, str(path))
         assert (ran.code, ran.out) == (2, "")
         assert "error: one of the arguments --session --tenant --all is required" in ran.err
-        assert await load(sqlite_url, key("s1")) == [Stored(1, PLAN)]
+        assert await load(sqlite_url, key("s1")) == [Stored(version, PLAN)]
 
     @pytest.mark.parametrize(
         ("scope", "outside", "named"),
@@ -566,14 +597,14 @@ class TestImportScope:
         whole, however often it is tried and whatever version it gives: the other tenant's
         key and the file's own keys stay as they were."""
         mine = key("alpha/1")
-        await save(store_url, [mine, outside])
-        async with open_store(store_url) as store:  # the other key has moved on
-            for version in range(1, 5):
-                await store.save(outside, PLAN, version)
+        mine_first, outside_first = await save(store_url, [mine, outside])
+        async with open_store(store_url) as store:  # the other key has moved on, by four
+            for at in range(outside_first, outside_first + 4):
+                await store.save(outside, PLAN, at)
         path = tmp_path / "edited.jsonl"
-        for version in [1, 5, None]:
+        for version in [outside_first, outside_first + 4, None]:  # as was, as is, as none
             other = {"key": {**_key_dict(outside)}, "version": version, "stored": {"x": 1}}
-            own = {"key": _key_dict(mine), "version": 1, "stored": {"mine": 1}}
+            own = {"key": _key_dict(mine), "version": mine_first, "stored": {"mine": 1}}
             write_lines(path, [own, other])
             ran = await state("import", "--state", store_url, *scope, str(path))
             assert (ran.code, ran.out) == (1, ""), ran.err
@@ -581,17 +612,27 @@ class TestImportScope:
                 f"error: {path}: line 2: key: {outside} is outside the import's scope ({named})"
             ) in ran.err
             assert f"error: {path}: nothing was imported" in ran.err
-            assert await load(store_url, mine, outside) == [Stored(1, PLAN), Stored(5, PLAN)]
+            assert await load(store_url, mine, outside) == [
+                Stored(mine_first, PLAN),
+                Stored(outside_first + 4, PLAN),
+            ]
 
     async def test_every_key_in_scope_is_written(self, store_url: str, tmp_path: Path) -> None:
         """The tenant's own session and those under it; --all takes any."""
         keys = [key("alpha"), key("alpha/1"), key("alpha/1", "content_store")]
-        await save(store_url, keys)
+        versions = await save(store_url, keys)
         path = tmp_path / "alpha.jsonl"
-        write_lines(path, [{"key": _key_dict(k), "version": 1, "stored": {"n": 2}} for k in keys])
+        write_lines(
+            path,
+            [
+                {"key": _key_dict(k), "version": v, "stored": {"n": 2}}
+                for k, v in zip(keys, versions, strict=True)
+            ],
+        )
         ran = await state("import", "--state", store_url, "--tenant", "alpha", str(path))
         assert ran.code == 0, ran.err
         assert ran.out == f"written 3, unchanged 0, refused 0 (of 3 key(s) in {path})\n"
+        assert await load(store_url, *keys) == [Stored(v + 1, b'{"n":2}') for v in versions]
         ran = await state("import", "--state", store_url, "--all", str(path))
         assert ran.code == 1  # the versions moved on: refused, not out of scope
         assert "refused 3" in ran.out
@@ -601,12 +642,12 @@ class TestImportScope:
     ) -> None:
         """The refusal says the state changed, not what version it is at now: a version
         learnt from it was all an edited file needed to overwrite the key on a second try."""
-        await save(sqlite_url, [key("s1")])
+        [first] = await save(sqlite_url, [key("s1")])
         async with open_store(sqlite_url) as store:
-            for version in range(1, 7):
-                await store.save(key("s1"), PLAN, version)
+            for at in range(first, first + 6):
+                await store.save(key("s1"), PLAN, at)
         path = tmp_path / "old.jsonl"
-        for version in [1, None]:
+        for version in [first, None]:
             write_lines(
                 path, [{"key": _key_dict(key("s1")), "version": version, "stored": {"x": 1}}]
             )
@@ -618,7 +659,7 @@ class TestImportScope:
                 "state changed since the export; not written: export it again and redo the "
                 "change\n"
             )
-        assert await load(sqlite_url, key("s1")) == [Stored(7, PLAN)]
+        assert await load(sqlite_url, key("s1")) == [Stored(first + 6, PLAN)]
 
 
 def _key_dict(each: ActorKey) -> dict[str, str | None]:
@@ -638,8 +679,8 @@ class TestImportNesting:
     async def test_a_line_nested_too_deep_is_refused_by_line_and_limit(
         self, sqlite_url: str, tmp_path: Path, depth: int
     ) -> None:
-        await save(sqlite_url, [key("s1")])
-        good = raw(key=f"{PLANNING}, {S1}", rest='"version": 1, "stored": 2')
+        [version] = await save(sqlite_url, [key("s1")])
+        good = raw(key=f"{PLANNING}, {S1}", rest=f'"version": {version}, "stored": 2')
         # The line's own object is one level: the stored value nests depth - 1 deep.
         deep = raw(key=f"{PLANNING}, {S1}", rest=f'"version": 1, "stored": {nested(depth - 1)}')
         path = tmp_path / "deep.jsonl"
@@ -652,7 +693,7 @@ class TestImportNesting:
             f"error: {path}: line 3: nests arrays and objects deeper than 256 levels (at character"
         ) in ran.err
         assert "the limit is 256" in ran.err
-        assert await load(sqlite_url, key("s1")) == [Stored(1, PLAN)]
+        assert await load(sqlite_url, key("s1")) == [Stored(version, PLAN)]
 
     async def test_a_line_at_the_limit_is_written_and_brackets_in_strings_do_not_count(
         self, store_url: str, tmp_path: Path
@@ -671,10 +712,11 @@ class TestImportNesting:
         )
         ran = await state("import", "--state", store_url, "--all", str(path))
         assert ran.code == 0, ran.err
-        assert await load(store_url, key("s1"), key("s2")) == [
-            Stored(1, value.encode()),
-            Stored(1, json.dumps(json.loads(text), separators=(",", ":")).encode()),
-        ]
+        s1, s2 = await load(store_url, key("s1"), key("s2"))
+        assert a_first_version(s1).blob == value.encode()
+        assert (
+            a_first_version(s2).blob == json.dumps(json.loads(text), separators=(",", ":")).encode()
+        )
 
     async def test_a_stored_state_nested_too_deep_exports_as_text_and_imports_back(
         self, sqlite_url: str, tmp_path: Path
@@ -699,7 +741,7 @@ class TestImportNesting:
 class TestDelete:
     async def test_one_key_by_its_exact_name(self, store_url: str) -> None:
         keys = [key("s1"), key("s1", assistant="a1"), key("s1", "content_store")]
-        await save(store_url, keys)
+        planning_s1, _a1, content_s1 = await save(store_url, keys)
         ran = await state(
             "delete",
             "--state",
@@ -714,7 +756,11 @@ class TestDelete:
         assert (ran.code, ran.out) == (0, "deleted planning(session='s1', assistant='a1')\n"), (
             ran.err
         )
-        assert await load(store_url, *keys) == [Stored(1, PLAN), None, Stored(1, PLAN)]
+        assert await load(store_url, *keys) == [
+            Stored(planning_s1, PLAN),
+            None,
+            Stored(content_s1, PLAN),
+        ]
 
     async def test_a_whole_session_and_no_other(self, store_url: str) -> None:
         """'alpha' is one session: its tenant's other sessions and look-alikes stay."""
@@ -742,11 +788,11 @@ class TestDelete:
     async def test_deleting_what_is_not_stored_is_an_error(
         self, sqlite_url: str, arguments: tuple[str, ...], message: str
     ) -> None:
-        await save(sqlite_url, [key("s1")])
+        [version] = await save(sqlite_url, [key("s1")])
         ran = await state("delete", "--state", sqlite_url, *arguments)
         assert (ran.code, ran.out) == (1, "")
         assert f"error: {message}" in ran.err
-        assert await load(sqlite_url, key("s1")) == [Stored(1, PLAN)]
+        assert await load(sqlite_url, key("s1")) == [Stored(version, PLAN)]
 
     @pytest.mark.parametrize(
         ("arguments", "message"),
@@ -763,11 +809,11 @@ class TestDelete:
         self, sqlite_url: str, arguments: tuple[str, ...], message: str
     ) -> None:
         """No tenant-wide delete, no key without its session."""
-        await save(sqlite_url, [key("s1")])
+        [version] = await save(sqlite_url, [key("s1")])
         ran = await state("delete", "--state", sqlite_url, *arguments)
         assert ran.code == 2
         assert message in ran.err
-        assert await load(sqlite_url, key("s1")) == [Stored(1, PLAN)]
+        assert await load(sqlite_url, key("s1")) == [Stored(version, PLAN)]
 
 
 class TestStore:

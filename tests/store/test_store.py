@@ -79,24 +79,55 @@ class TestContract:
         async with opened(store_url) as store:
             assert await store.load(key()) is None
 
-    async def test_saves_are_versioned_from_one(self, store_url: str) -> None:
-        """The first save expects nothing; each later one the version it read."""
+    async def test_a_first_save_gets_a_version_and_each_later_one_adds_one(
+        self, store_url: str
+    ) -> None:
+        """The first save expects nothing and gets a first version (random, at least 1,
+        with room above it); each later one expects the version it read and adds one."""
         async with opened(store_url) as store:
-            assert await store.save(key(), b"one", None) == 1
-            assert await store.save(key(), b"two", 1) == 2
+            first = await store.save(key(), b"one", None)
+            assert 1 <= first <= 2**52
+            assert await store.save(key(), b"two", first) == first + 1
+            assert await store.save(key(), b"three", first + 1) == first + 2
             stored = await store.load(key())
-        assert stored is not None
-        assert (stored.version, stored.blob) == (2, b"two")
+        assert stored == Stored(first + 2, b"three")
+
+    @pytest.mark.parametrize("how", ["delete_session", "delete"])
+    async def test_a_key_written_again_after_a_delete_repeats_no_version_of_its_past(
+        self, store_url: str, how: str
+    ) -> None:
+        """A key saved twice, deleted, then saved again: its new life's versions are none
+        of its earlier life's, so a writer still holding a version of that life (an actor
+        in a process sharing the store) is refused rather than overwrite the new state."""
+        async with opened(store_url) as store:
+            first = await store.save(key(), b"one", None)
+            earlier = [first, await store.save(key(), b"two", first)]
+            if how == "delete_session":
+                assert await store.delete_session("s1") == 1
+            else:
+                assert await store.delete(key()) is True
+            again = await store.save(key(), b"again", None)
+            later = [again, await store.save(key(), b"again, two", again)]
+            with pytest.raises(VersionConflict) as caught:
+                await store.save(key(), b"stale", earlier[-1])
+            stored = await store.load(key())
+        assert earlier == [first, first + 1]
+        assert later == [again, again + 1]
+        assert set(later).isdisjoint(earlier)
+        assert caught.value.found == later[-1]
+        assert stored == Stored(later[-1], b"again, two")
 
     async def test_the_version_is_the_stored_ones_key_by_key(self, store_url: str) -> None:
         """What a process sharing the store asks before each call: the version saved last,
         None before the first save and after a delete; many asked at once, each its own."""
         keys = [key(f"s{index}") for index in range(50)]
+        saved: dict[ActorKey, int | None] = {}
         async with opened(store_url) as store:
             assert await store.version(key()) is None
             for index, each in enumerate(keys):
-                for version in range(index % 3):
-                    await store.save(each, b"x", version or None)
+                saved[each] = None  # saved 0, 1 or 2 times: the version each save returned
+                for _ in range(index % 3):
+                    saved[each] = await store.save(each, b"x", saved[each])
             asked: dict[ActorKey, int | None] = {}
 
             async def ask(each: ActorKey) -> None:
@@ -107,21 +138,32 @@ class TestContract:
                     nursery.start_soon(ask, each)
             await store.delete_session("s2")
             deleted = await store.version(keys[2])
-        assert asked == {each: (index % 3) or None for index, each in enumerate(keys)}
+        assert asked == saved
+        assert [asked[each] is None for each in keys] == [index % 3 == 0 for index in range(50)]
         assert deleted is None
 
-    @pytest.mark.parametrize(("expected", "found"), [(None, 1), (2, 1), (1, None)])
+    @pytest.mark.parametrize(
+        ("stored_first", "expects"),
+        [(True, "nothing"), (True, "one before"), (True, "one after"), (False, "a version")],
+    )
     async def test_a_stale_writer_is_refused_and_nothing_changes(
-        self, store_url: str, expected: int | None, found: int | None
+        self, store_url: str, stored_first: bool, expects: str
     ) -> None:
-        """The fence: a save expecting another version than the stored one writes nothing."""
+        """The fence: a save expecting another version than the stored one writes nothing.
+        It expects nothing, or the version before or after the stored one, or (nothing
+        stored) some version."""
         async with opened(store_url) as store:
-            if found is not None:
-                await store.save(key(), b"kept", None)
+            found = await store.save(key(), b"kept", None) if stored_first else None
+            expected = {
+                "nothing": None,
+                "one before": None if found is None else found - 1,
+                "one after": None if found is None else found + 1,
+                "a version": 1,
+            }[expects]
             with pytest.raises(VersionConflict) as caught:
                 await store.save(key(), b"stale", expected)
             stored = await store.load(key())
-        assert caught.value.found == found
+        assert (caught.value.expected, caught.value.found) == (expected, found)
         assert str(caught.value).startswith("state of planning(session='s1') changed under")
         assert (stored is None) == (found is None)
         if stored is not None:
@@ -140,22 +182,25 @@ class TestContract:
         ]
 
     async def test_two_writers_of_one_key_one_wins(self, store_url: str) -> None:
-        """Both expect version 1: exactly one save succeeds, the other conflicts."""
+        """Both expect the stored version: exactly one save succeeds (and adds one), the
+        other conflicts with what the winner wrote."""
         async with opened(store_url) as store:
-            await store.save(key(), b"base", None)
-            outcomes: list[str] = []
+            base = await store.save(key(), b"base", None)
+            outcomes: list[tuple[str, int | None]] = []  # what each heard, and its version
 
             async def write(blob: bytes) -> None:
                 try:
-                    await store.save(key(), blob, 1)
-                    outcomes.append("ok")
-                except VersionConflict:
-                    outcomes.append("conflict")
+                    outcomes.append(("saved", await store.save(key(), blob, base)))
+                except VersionConflict as exc:
+                    outcomes.append(("conflict, found", exc.found))
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(write, b"a")
                 nursery.start_soon(write, b"b")
-        assert sorted(outcomes) == ["conflict", "ok"]
+            stored = await store.load(key())
+        assert sorted(outcomes) == [("conflict, found", base + 1), ("saved", base + 1)]
+        assert stored is not None
+        assert stored.version == base + 1
 
     async def test_ending_a_session_deletes_its_keys_in_every_module_only(
         self, store_url: str
@@ -191,7 +236,7 @@ class TestContract:
     ) -> None:
         """Marking a key as used moves its used_at, not its version; the sweep goes by it."""
         async with opened(store_url) as store:
-            await store.save(key("read"), b"r", None)
+            read = await store.save(key("read"), b"r", None)
             await store.save(key("idle"), b"i", None)
             await store.touch([key("nothing stored")])  # skipped, not an error
             before = {entry.key: entry for entry in await store.entries()}
@@ -199,13 +244,13 @@ class TestContract:
             await store.touch([key("read")])
             after = {entry.key: entry for entry in await store.entries()}
             assert after[key("read")].used_at > before[key("read")].used_at
-            assert after[key("read")].version == before[key("read")].version == 1
+            assert after[key("read")].version == before[key("read")].version == read
             assert after[key("idle")] == before[key("idle")]
             # A cutoff halfway between the two: the idle key is older, the read one newer.
             halfway = (after[key("read")].used_at + after[key("idle")].used_at) / 2
             assert await store.sweep(time.time() - halfway) == 1
             assert await store.load(key("idle")) is None
-            assert await store.load(key("read")) == Stored(1, b"r")
+            assert await store.load(key("read")) == Stored(read, b"r")
 
     async def test_entries_list_a_session_or_a_tenant_exactly(self, store_url: str) -> None:
         """A tenant is T and T/…, matched as text (no pattern); entries carry no blob."""
@@ -234,11 +279,11 @@ class TestContract:
     async def test_deleting_one_key_leaves_the_rest_of_its_session(self, store_url: str) -> None:
         async with opened(store_url) as store:
             await store.save(key("s1"), b"x", None)
-            await store.save(key("s1", "content_store"), b"y", None)
+            kept = await store.save(key("s1", "content_store"), b"y", None)
             assert await store.delete(key("s1")) is True
             assert await store.delete(key("s1")) is False
             assert await store.load(key("s1")) is None
-            assert await store.load(key("s1", "content_store")) == Stored(1, b"y")
+            assert await store.load(key("s1", "content_store")) == Stored(kept, b"y")
 
     async def test_blobs_of_any_bytes_round_trip(self, store_url: str) -> None:
         """Every byte value, NUL included, in a blob of a mebibyte: loaded as saved."""
@@ -349,7 +394,7 @@ class TestSqlite:
         """Another process holds the write lock past the busy timeout: an error, not a hang."""
         path = tmp_path / "state.db"
         async with opened(f"sqlite:///{path}") as store:
-            await store.save(key(), b"v1", None)
+            v1 = await store.save(key(), b"v1", None)
             blocker = sqlite3.connect(path, isolation_level=None)
             blocker.execute("BEGIN EXCLUSIVE")
             try:
@@ -357,11 +402,11 @@ class TestSqlite:
                 with pytest.raises(
                     StoreError, match=r"^save failed in sqlite:///.*: database is locked"
                 ):
-                    await store.save(key(), b"v2", 1)
+                    await store.save(key(), b"v2", v1)
             finally:
                 blocker.execute("ROLLBACK")
                 blocker.close()
-            assert await store.save(key(), b"v2", 1) == 2
+            assert await store.save(key(), b"v2", v1) == v1 + 1
 
     async def test_a_save_waits_for_a_session_delete_rather_than_fail_on_its_lock(
         self, tmp_path: Path
@@ -371,7 +416,7 @@ class TestSqlite:
         with "database is locked" once the busy timeout runs out."""
         async with opened(f"sqlite:///{tmp_path / 'state.db'}") as store:
             await store.save(key("ending"), b"gone", None)
-            await store.save(key("busy"), b"v1", None)
+            busy = await store.save(key("busy"), b"v1", None)
             backend = store._backend  # type: ignore[attr-defined]
             backend._writer.execute("PRAGMA busy_timeout=50")
             holding, release = threading.Event(), threading.Event()
@@ -392,7 +437,7 @@ class TestSqlite:
 
             async def save() -> None:
                 try:
-                    outcomes["save"] = await store.save(key("busy"), b"v2", 1)
+                    outcomes["save"] = await store.save(key("busy"), b"v2", busy)
                 except StoreError as error:
                     outcomes["save"] = error
 
@@ -409,7 +454,7 @@ class TestSqlite:
                     while "save" not in outcomes and not writes.statistics().tasks_waiting:  # noqa: ASYNC110
                         await trio.sleep(0.01)
                 release.set()
-            assert outcomes == {"delete": 1, "save": 2}
+            assert outcomes == {"delete": 1, "save": busy + 1}
             assert await store.entries(session="ending") == []
 
     @pytest.mark.parametrize(
@@ -444,6 +489,19 @@ def _lock_waiters(observer: psycopg.Connection[TupleRow]) -> list[int]:
         "WHERE datname = current_database() AND wait_event_type = 'Lock'"
     ).fetchall()
     return [pid for (pid,) in rows]
+
+
+KNOWN_FIRST = 1_000_003
+"""The first version of every key while `known_first_version` is on: not 1, so that a
+backend that does not ask `first_version` is caught."""
+
+
+@pytest.fixture(name="known_first_version")
+def known_first_version_fixture(monkeypatch: pytest.MonkeyPatch) -> int:
+    """The PostgreSQL backend's first versions made `KNOWN_FIRST`, for a test of one batch
+    in which a write expects the version that an earlier write of the batch gives."""
+    monkeypatch.setattr("actors.store._postgres.first_version", lambda: KNOWN_FIRST)
+    return KNOWN_FIRST
 
 
 # About 4 KB of four-byte characters that do not repeat, so the index cannot compress
@@ -526,8 +584,8 @@ class TestPostgres:
         largest = ActorKey("a_module_with_a_long_name_for_good_measure", context)
         assert len(encode_key(largest).encode()) > 2000
         async with opened(fresh_postgres_url) as store:
-            assert await store.save(largest, b"x", None) == 1
-            assert await store.load(largest) == Stored(1, b"x")
+            version = await store.save(largest, b"x", None)
+            assert await store.load(largest) == Stored(version, b"x")
 
     def test_a_row_the_server_refuses_rolls_its_batch_back_whole(
         self, fresh_postgres_url: str
@@ -540,7 +598,8 @@ class TestPostgres:
             with pytest.raises(BatchRolledBack, match=r"^save failed in postgresql://.*index row"):
                 backend.commit([*writes, Write("b", "s", b"b", None)], 0.0)
             assert backend.load_many(["a", "b"]) == [None, None]
-            assert backend.commit([Write("a", "s", b"a", None)], 0.0) == [1]  # it goes on
+            [version] = backend.commit([Write("a", "s", b"a", None)], 0.0)  # it goes on
+            assert backend.load_many(["a", "b"]) == [(version, b"a"), None]
         finally:
             backend.close()
 
@@ -550,11 +609,12 @@ class TestPostgres:
         """Group commit: the refused row's save fails alone; the others of the moment land."""
         huge = key(INCOMPRESSIBLE)
         outcomes: dict[str, str] = {}
+        versions: dict[ActorKey, int] = {}
         async with opened(fresh_postgres_url) as store:
 
             async def save(each: ActorKey) -> None:
                 try:
-                    await store.save(each, b"x", None)
+                    versions[each] = await store.save(each, b"x", None)
                 except StoreError as exc:
                     outcomes[each.context.session_id[:8]] = str(exc)
                 else:
@@ -569,7 +629,7 @@ class TestPostgres:
             landed = [await store.load(key(f"s{index}")) for index in range(80)]
         assert "index row" in outcomes.pop(huge.context.session_id[:8])
         assert set(outcomes.values()) == {"saved"}
-        assert all(stored == Stored(1, b"x") for stored in landed)
+        assert landed == [Stored(versions[key(f"s{index}")], b"x") for index in range(80)]
 
     def test_a_conflict_in_the_middle_of_a_batch_leaves_the_others_committed(
         self, fresh_postgres_url: str
@@ -577,7 +637,7 @@ class TestPostgres:
         """One transaction, yet a refused write is an answer, not a failure: the rest land."""
         backend = PostgresBackend(fresh_postgres_url)
         try:
-            backend.commit([Write("taken", "s", b"old", None)], 0.0)
+            [taken] = backend.commit([Write("taken", "s", b"old", None)], 0.0)
             results = backend.commit(
                 [
                     Write("a", "s", b"a", None),
@@ -590,28 +650,36 @@ class TestPostgres:
             loaded = backend.load_many(["a", "taken", "b", "gone"])
         finally:
             backend.close()
-        assert results == [1, Conflict(1), 1, Conflict(None)]
-        assert loaded == [(1, b"a"), (1, b"old"), (1, b"b"), None]
+        a, b = results[0], results[2]
+        assert isinstance(taken, int)
+        assert isinstance(a, int)
+        assert isinstance(b, int)
+        assert results == [a, Conflict(taken), b, Conflict(None)]
+        assert loaded == [(a, b"a"), (taken, b"old"), (b, b"b"), None]
 
-    def test_writes_to_one_key_in_a_batch_apply_in_order(self, fresh_postgres_url: str) -> None:
-        """Rows are written in key order, yet one key's writes keep the order they came in."""
+    def test_writes_to_one_key_in_a_batch_apply_in_order(
+        self, fresh_postgres_url: str, known_first_version: int
+    ) -> None:
+        """Rows are written in key order, yet one key's writes keep the order they came in:
+        z's insert, then the update expecting its first version, and so on."""
+        first = known_first_version
         backend = PostgresBackend(fresh_postgres_url)
         try:
             results = backend.commit(
                 [
                     Write("z", "s", b"z1", None),
                     Write("a", "s", b"a1", None),
-                    Write("z", "s", b"z2", 1),
-                    Write("z", "s", b"late", 1),
-                    Write("z", "s", b"z3", 2),
+                    Write("z", "s", b"z2", first),
+                    Write("z", "s", b"late", first),
+                    Write("z", "s", b"z3", first + 1),
                 ],
                 0.0,
             )
             loaded = backend.load_many(["z", "a"])
         finally:
             backend.close()
-        assert results == [1, 1, 2, Conflict(3), 3]
-        assert loaded == [(3, b"z3"), (1, b"a1")]
+        assert results == [first, first, first + 1, Conflict(first + 2), first + 2]
+        assert loaded == [(first + 2, b"z3"), (first, b"a1")]
 
     async def test_two_processes_racing_on_shared_keys_one_save_wins_each_version(
         self, fresh_postgres_url: str
@@ -643,7 +711,9 @@ class TestPostgres:
         for each in keys:
             stored = final[each]
             assert stored is not None
-            assert sorted(wins[each]) == list(range(1, stored.version + 1))
+            inserted = min(wins[each])  # the first version: the one save that expected nothing
+            assert inserted >= 1
+            assert sorted(wins[each]) == list(range(inserted, stored.version + 1))
         assert conflicts > 0
 
     def test_batches_locking_shared_keys_in_opposite_orders_do_not_deadlock(
@@ -653,20 +723,27 @@ class TestPostgres:
         elsewhere until both batches wait on them. Taken in batch order, A would hold k1 and
         B k2, each waiting for the other (PostgreSQL aborts one batch). Taken in key order,
         both batches finish, and each shared key has exactly one winner."""
+        names = ("k1", "k2", "gate-a", "gate-b")
         seed = PostgresBackend(fresh_postgres_url)
         try:
-            seed.commit(
-                [Write(each, "s", b"v1", None) for each in ("k1", "k2", "gate-a", "gate-b")], 0.0
-            )
+            seeded = seed.commit([Write(each, "s", b"v1", None) for each in names], 0.0)
         finally:
             seed.close()
+        # Each batch expects the seeded versions, so that its updates match their rows and
+        # wait for the locks on them (an update expecting another version waits for nothing).
+        first: dict[str, int] = {}
+        for each, version in zip(names, seeded, strict=True):
+            assert isinstance(version, int)
+            first[each] = version
         results: dict[str, dict[str, int | Conflict]] = {}
         errors: list[BaseException] = []
 
         def commit(name: str, order: list[str]) -> None:
             backend = PostgresBackend(fresh_postgres_url)
             try:
-                outcome = backend.commit([Write(each, "s", b"x", 1) for each in order], 1.0)
+                outcome = backend.commit(
+                    [Write(each, "s", b"x", first[each]) for each in order], 1.0
+                )
                 results[name] = dict(zip(order, outcome, strict=True))
             except BaseException as exc:
                 errors.append(exc)
@@ -682,17 +759,20 @@ class TestPostgres:
                 locker.execute("SELECT 1 FROM actor_state WHERE key LIKE 'gate-%' FOR UPDATE")
                 for thread in threads:
                     thread.start()
-                while len(_lock_waiters(observer)) < 2:
+                deadline = time.monotonic() + 30  # bounded: a batch that never waits fails
+                while (waiting := len(_lock_waiters(observer))) < 2 and time.monotonic() < deadline:
                     time.sleep(0.01)
         for thread in threads:
             thread.join()
         assert errors == []
-        assert (results["a"]["gate-a"], results["b"]["gate-b"]) == (2, 2)
+        assert waiting == 2  # both batches waited on their gate, holding a shared key
+        assert (results["a"]["gate-a"], results["b"]["gate-b"]) == (
+            first["gate-a"] + 1,
+            first["gate-b"] + 1,
+        )
         for shared in ("k1", "k2"):
-            assert sorted(map(str, (results["a"][shared], results["b"][shared]))) == [
-                "2",
-                "Conflict(found=2)",
-            ]
+            won = first[shared] + 1
+            assert {results["a"][shared], results["b"][shared]} == {won, Conflict(won)}
 
     async def test_a_restarted_server_is_noticed_before_the_next_batch(
         self, postgres_server: PostgresServer, fresh_postgres_url: str
@@ -700,29 +780,29 @@ class TestPostgres:
         """The server hung up on every connection: the next load and save reconnect first,
         so the restart costs no failed call, and what was saved before it is there."""
         async with opened(fresh_postgres_url) as store:
-            await store.save(key(), b"v1", None)
+            v1 = await store.save(key(), b"v1", None)
             postgres_server.restart()
             stored = await store.load(key())
-            assert await store.save(key(), b"v2", 1) == 2
-        assert stored == Stored(1, b"v1")
+            assert await store.save(key(), b"v2", v1) == v1 + 1
+        assert stored == Stored(v1, b"v1")
 
     async def test_a_store_works_again_once_its_server_is_back(
         self, postgres_server: PostgresServer, fresh_postgres_url: str
     ) -> None:
         """While the server is down every call fails (nothing acknowledged); after, all work."""
         async with opened(fresh_postgres_url) as store:
-            await store.save(key(), b"v1", None)
+            v1 = await store.save(key(), b"v1", None)
             with postgres_server.stopped():
                 failures = []
                 for call in (
-                    store.save(key(), b"lost", 1),
+                    store.save(key(), b"lost", v1),
                     store.load(key()),
                     store.delete_session("s1"),
                 ):
                     with pytest.raises(StoreError) as caught:
                         await call
                     failures.append(str(caught.value))
-            assert await store.save(key(), b"v2", 1) == 2
+            assert await store.save(key(), b"v2", v1) == v1 + 1
             assert await store.delete_session("s1") == 1
         where = re.escape(fresh_postgres_url)
         for failure, action in zip(failures, ["save", "load", "delete_session"], strict=True):
@@ -734,7 +814,7 @@ class TestPostgres:
         """The writer's connection dies while its transaction waits for a row lock: that save
         is refused (and rolled back), and the next one goes out on a new connection."""
         async with opened(fresh_postgres_url) as store:
-            await store.save(key(), b"v1", None)
+            v1 = await store.save(key(), b"v1", None)
             with (
                 _client(fresh_postgres_url) as observer,
                 _client(fresh_postgres_url) as locker,
@@ -744,16 +824,18 @@ class TestPostgres:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._kill_the_lock_waiter, observer)
                     with pytest.raises(StoreError) as caught:
-                        await store.save(key(), b"lost", 1)
-            assert await store.save(key(), b"v2", 1) == 2
-            assert await store.load(key()) == Stored(2, b"v2")
+                        await store.save(key(), b"lost", v1)  # v1: it waits for the lock
+            assert await store.save(key(), b"v2", v1) == v1 + 1
+            assert await store.load(key()) == Stored(v1 + 1, b"v2")
         assert str(caught.value).startswith(f"save failed in {fresh_postgres_url}: ")
 
     @staticmethod
     async def _kill_the_lock_waiter(observer: psycopg.Connection[TupleRow]) -> None:
-        # Polling the server: there is no event to wait for.
-        while not (waiters := _lock_waiters(observer)):  # noqa: ASYNC110
-            await trio.sleep(0.01)
+        # Polling the server: there is no event to wait for. Bounded, so that a save that
+        # never waits (a conflict, say) fails the test rather than hang it.
+        with trio.fail_after(30):
+            while not (waiters := _lock_waiters(observer)):  # noqa: ASYNC110
+                await trio.sleep(0.01)
         observer.execute("SELECT pg_terminate_backend(%s)", (waiters[0],))
 
     def test_processes_opening_a_new_database_together_all_succeed(
@@ -810,7 +892,9 @@ class TestPostgres:
                     ).format(sql.Identifier(role))
                 )
                 async with opened(fresh_postgres_url.replace("postgres@", f"{role}@")) as store:
-                    assert await store.save(key(), b"x", None) == 1
+                    version = await store.save(key(), b"x", None)
+                    assert await store.save(key(), b"y", version) == version + 1
+                    assert await store.load(key()) == Stored(version + 1, b"y")
             finally:
                 admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
                 admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
