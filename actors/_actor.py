@@ -106,6 +106,7 @@ logger = logging.getLogger("actors")
 
 ACTOR_TASK: Final = "actors._actor.ActorLoop.run"  # the name of every actor's task
 _WRITE_ATTEMPTS: Final = 3  # runs of one call whose write met another writer's change
+_RELOAD_RETRY_AFTER: Final = 1.0  # seconds a failed load's answer stands for the next calls
 
 _Outcome = CallResult | RuntimeCallError
 
@@ -633,10 +634,11 @@ class ActorLoop:
             outdated = revalidate and not keeper.stale and await keeper.outdated()
             outcome: CallResult | None = None
             if keeper.stale or outdated:
+                held = keeper.version
                 outcome = await self._reload(keeper, envelope)  # an error: the store failed
                 heal = keeper.heal
-                if outcome is None and outdated and self.watchers:  # changed elsewhere
-                    self.tell_watchers(actor.route)
+                if outcome is None and keeper.version != held and self.watchers:
+                    self.tell_watchers(actor.route)  # changed elsewhere, or gone
             if outcome is None:
                 if heal is not None:
                     await run_hook(heal)  # raising here is an actor crash: the resource is gone
@@ -664,9 +666,16 @@ class ActorLoop:
 
     async def _reload(self, keeper: Keeper, envelope: Envelope) -> CallResult | None:
         """Load the state again before `envelope`'s call; None, or the call's error result
-        when the store cannot be read. Then the actor lives on, still stale, so that its
-        next call tries again: a store that is down for a while fails the calls that need
-        it, each with the reason, rather than crash an actor per call."""
+        when the store cannot be read. Then the actor lives on, still stale, so that a
+        later call tries again: a store that is down for a while fails the calls that need
+        it, each with the reason, rather than crash an actor per call.
+
+        For `_RELOAD_RETRY_AFTER` seconds after a failure, calls get the same answer at
+        once without trying: those queued behind a load that took long to fail (an
+        unreachable server's connect timeout) must not wait that long each, in turn.
+        """
+        if keeper.unloadable is not None and self.now() < keeper.retry_at:
+            return keeper.unloadable
         try:
             await keeper.start()
         except StoreError as exc:
@@ -675,7 +684,10 @@ class ActorLoop:
             logger.error("%s (error id %s)", exc, error_id)
             why = self._told("the store failed", str(exc), error_id)
             text = f"the state could not be loaded, so the call did not run: {why}; retry it"
-            return CallResult.error(text).stamped(envelope.tool.service)
+            keeper.unloadable = CallResult.error(text).stamped(envelope.tool.service)
+            keeper.retry_at = self.now() + _RELOAD_RETRY_AFTER
+            return keeper.unloadable
+        keeper.unloadable = None
         return None
 
     async def _run_call(self, actor: Actor, keeper: Keeper, envelope: Envelope) -> CallResult:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import time
 from typing import TYPE_CHECKING, Any, Final
 
@@ -37,7 +38,7 @@ from .store import StoreError, VersionConflict
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from protocol import ActorKey
+    from protocol import ActorKey, CallResult
 
     from ._durable import Durable, PartSnapshot
     from ._module import ToolModule
@@ -77,6 +78,10 @@ class Keeper:
     """The in-memory state may differ from the store's: load it before the next call."""
     fresh: bool = False
     """Loaded for the call about to be served: `outdated` need not ask the store again."""
+    unloadable: CallResult | None = None
+    """What the last failed load told its call, while it stands (see `ActorLoop._reload`)."""
+    retry_at: float = -math.inf
+    """When a load may be tried again after `unloadable`'s failure."""
     observer: Observer | None = None
     """Told how long each load and write took, and how the write ended."""
 

@@ -573,7 +573,13 @@ def _add_runtime_options(serve: argparse.ArgumentParser, *, cluster: bool) -> No
         default=None,
         help="other processes write the same store: before each call of a durable module, "
         "ask the key's stored version and load the state again if another process changed "
-        "it, so that no read is stale (default: on for PostgreSQL, off for SQLite)",
+        "it, so that no read is stale (default: "
+        + (
+            "off: placement gives each session one shard"
+            if cluster
+            else "on for PostgreSQL, off for SQLite"
+        )
+        + ")",
     )
     if not cluster:
         group.add_argument(

@@ -155,10 +155,12 @@ class DownStore(UnsureStore):
         return await super().load(key, parts=parts)
 
 
-async def test_a_store_that_is_down_fails_each_call_with_its_reason_and_crashes_no_actor() -> None:
+async def test_a_store_that_is_down_fails_each_call_with_its_reason_and_crashes_no_actor(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     """Neither the check nor the load can reach the store: the call is answered with an
-    error that says why, the actor lives on, and once the store is back its next call
-    loads what the other runtime wrote."""
+    error that says why, the actor lives on, and once the store is back (and the failure's
+    second has passed) its next call loads what the other runtime wrote."""
     store = DownStore()
     async with two_runtimes(store, shared=True) as (a, b):
         await PLANNING.text(a, "create_goal", "s", goal="one")
@@ -171,9 +173,53 @@ async def test_a_store_that_is_down_fails_each_call_with_its_reason_and_crashes_
             assert "the state could not be loaded" in result.first_text
             assert "the server is down" in result.first_text
         store.unsure = False
+        await trio.sleep(1)
         assert await goals(b, "s") == ["one", "two"]
         assert b.statistics().crashed == 0
         assert b.statistics().started == 1  # the same actor throughout
+
+
+class SlowlyDownStore(DownStore):
+    """A `DownStore` whose loads take a second to fail (a server's connect timeout)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed_loads = 0
+
+    async def load(self, key: ActorKey, *, parts: bool = False) -> Stored | None:
+        if self.unsure:
+            await trio.sleep(1)
+            self.failed_loads += 1
+        return await super().load(key, parts=parts)
+
+
+async def test_calls_queued_behind_a_load_that_fails_slowly_are_answered_with_it_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Five calls wait behind one load that takes a second to fail: one load is tried, and
+    all five are answered when it fails, not a second apart each; a second later the next
+    call tries again, and finds the store back."""
+    store = SlowlyDownStore()
+    async with two_runtimes(store, shared=True) as (a, b):
+        await PLANNING.text(a, "create_goal", "s", goal="one")
+        assert await goals(b, "s") == ["one"]
+        await PLANNING.text(a, "create_goal", "s", goal="two")
+        store.unsure = True
+        answered: list[tuple[float, bool]] = []
+        start = trio.current_time()
+
+        async def list_goals() -> None:
+            result = await PLANNING.call(b, "list_goals", "s")
+            answered.append((trio.current_time() - start, result.is_error))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(5):
+                nursery.start_soon(list_goals)
+        assert store.failed_loads == 1
+        assert answered == [(1.0, True)] * 5
+        store.unsure = False
+        await trio.sleep(1)
+        assert await goals(b, "s") == ["one", "two"]
 
 
 class HeldLoads(MemoryStore):
@@ -246,14 +292,18 @@ async def test_a_read_that_finds_another_process_changed_a_key_tells_the_watcher
     shared: bool,
 ) -> None:
     """Resource subscribers of b hear a change that a made, once a call of b finds it: b's
-    read-only call writes nothing, so only the check can tell them (off, nothing does)."""
-    async with two_runtimes(MemoryStore(), shared=shared) as (a, b):
+    read-only call writes nothing, so only the check can tell them (off, nothing does).
+    A check that fails loads again and finds the same version: nothing to tell."""
+    store = UnsureStore()
+    async with two_runtimes(store, shared=shared) as (a, b):
         await PLANNING.text(a, "create_goal", "s", goal="one")
         assert await goals(b, "s") == ["one"]
         watcher = HeardChanges()
         b.watch(watcher)
         await goals(b, "s")  # nothing changed: nothing heard
         await PLANNING.text(a, "create_goal", "s", goal="two")
+        await goals(b, "s")
+        store.unsure = True
         await goals(b, "s")
     assert watcher.heard == ([("planning", "s")] if shared else [])
 
