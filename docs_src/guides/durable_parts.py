@@ -73,7 +73,7 @@ async def main(url: str) -> None:
             )
         # --8<-- [start:stored]
         stored = await store.load(ActorKey("notebook", ToolContext("s1")), parts=True)
-        print(f"version {stored.version}, header {stored.blob.decode()}")
+        print(f"header {stored.blob.decode()}")
         for name, part in stored.parts.items():
             print(f"  part {name}: {part.decode()}")
         # --8<-- [end:stored]
