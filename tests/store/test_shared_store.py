@@ -68,6 +68,13 @@ async def goals(runtime: Runtime, session: str) -> list[str]:
     return [title for _, title in listed_goals(await PLANNING.text(runtime, "list_goals", session))]
 
 
+async def leave_b_a_stale_copy(a: Runtime, b: Runtime) -> None:
+    """a creates goal "one", b's actor goes live holding it, a creates "two" behind it."""
+    await PLANNING.text(a, "create_goal", "s", goal="one")
+    assert await goals(b, "s") == ["one"]
+    await PLANNING.text(a, "create_goal", "s", goal="two")
+
+
 async def test_each_runtime_reads_the_others_writes() -> None:
     async with two_runtimes(MemoryStore(), shared=True) as (a, b):
         await PLANNING.text(a, "create_goal", "s", goal="one")
@@ -136,9 +143,7 @@ async def test_a_version_that_cannot_be_asked_loads_the_state_again() -> None:
     call sees the other runtime's write rather than what this one held."""
     store = UnsureStore()
     async with two_runtimes(store, shared=True) as (a, b):
-        await PLANNING.text(a, "create_goal", "s", goal="one")
-        assert await goals(b, "s") == ["one"]
-        await PLANNING.text(a, "create_goal", "s", goal="two")
+        await leave_b_a_stale_copy(a, b)
         store.unsure = True
         loads = store.loads
         assert await goals(b, "s") == ["one", "two"]
@@ -163,9 +168,7 @@ async def test_a_store_that_is_down_fails_each_call_with_its_reason_and_crashes_
     second has passed) its next call loads what the other runtime wrote."""
     store = DownStore()
     async with two_runtimes(store, shared=True) as (a, b):
-        await PLANNING.text(a, "create_goal", "s", goal="one")
-        assert await goals(b, "s") == ["one"]
-        await PLANNING.text(a, "create_goal", "s", goal="two")
+        await leave_b_a_stale_copy(a, b)
         store.unsure = True
         for _ in range(2):
             result = await PLANNING.call(b, "list_goals", "s")
@@ -201,9 +204,7 @@ async def test_calls_queued_behind_a_load_that_fails_slowly_are_answered_with_it
     call tries again, and finds the store back."""
     store = SlowlyDownStore()
     async with two_runtimes(store, shared=True) as (a, b):
-        await PLANNING.text(a, "create_goal", "s", goal="one")
-        assert await goals(b, "s") == ["one"]
-        await PLANNING.text(a, "create_goal", "s", goal="two")
+        await leave_b_a_stale_copy(a, b)
         store.unsure = True
         answered: list[tuple[float, bool]] = []
         start = trio.current_time()
