@@ -354,6 +354,12 @@ class HttpServer:
             async with sdk_http_session(self.url, http, era) as session:
                 yield session
 
+    async def final_log(self) -> str:
+        """The whole log, read once the server has stopped (SIGTERM): its per-call lines
+        are buffered, so a line may reach the file after the reply it describes."""
+        await _stop(self.process)
+        return self.log.text()
+
 
 @asynccontextmanager
 async def http_server(

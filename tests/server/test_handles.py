@@ -364,7 +364,7 @@ class TestOverHttp:
                 nothing = await goals(bob, bobs)
             async with server.session(ALICE_TOKEN, era="modern") as alice:
                 untouched = await goals(alice, alices)
-            log = server.log.text()
+            log = await server.final_log()
         assert all(result.is_error for result in (*refusals, malformed))
         assert texts(refusals[0]) == texts(refusals[1])  # another tenant's = forged
         assert HANDLE_TOOL in texts(refusals[0])
@@ -389,17 +389,18 @@ class TestOverHttp:
     async def test_resources_and_prompts_reach_the_conversation_through_the_handle(self) -> None:
         """For clients that cannot pass _meta (pydantic-ai's, openai-agents' read_resource
         and get_prompt): the handle rides in the URI's query and in the prompt's arguments."""
-        async with http_server(*NOTES) as server, server.session(era="modern") as client:
-            mine, theirs = await start(client), await start(client)
-            added = {"text": "my note", HANDLE_ARGUMENT: mine}
-            await client.call_tool("notes__add_note", added)
-            templates = (await client.list_resource_templates()).resource_templates
-            read = await client.read_resource(f"notes://all?{HANDLE_ARGUMENT}={mine}")
-            other = await client.read_resource(f"notes://all?{HANDLE_ARGUMENT}={theirs}")
-            one = await client.read_resource(f"notes://note/1?{HANDLE_ARGUMENT}={mine}")
-            prompts = (await client.list_prompts()).prompts
-            prompt = await client.get_prompt("notes__review", {HANDLE_ARGUMENT: mine})
-            log = server.log.text()
+        async with http_server(*NOTES) as server:
+            async with server.session(era="modern") as client:
+                mine, theirs = await start(client), await start(client)
+                added = {"text": "my note", HANDLE_ARGUMENT: mine}
+                await client.call_tool("notes__add_note", added)
+                templates = (await client.list_resource_templates()).resource_templates
+                read = await client.read_resource(f"notes://all?{HANDLE_ARGUMENT}={mine}")
+                other = await client.read_resource(f"notes://all?{HANDLE_ARGUMENT}={theirs}")
+                one = await client.read_resource(f"notes://note/1?{HANDLE_ARGUMENT}={mine}")
+                prompts = (await client.list_prompts()).prompts
+                prompt = await client.get_prompt("notes__review", {HANDLE_ARGUMENT: mine})
+            log = await server.final_log()
         assert "resources/read notes://all" in log
         for handle in (mine, theirs):
             assert handle[9:] not in log
